@@ -1,0 +1,139 @@
+"""Paper 000's router: base routing ``F(k)`` plus the routing table ``Y`` (Algorithm 1).
+
+``Y`` maps a key to ``[(d_i, q_i)]`` with ``sum q_i = 1``: the share of the key's data
+stored on node ``d_i``. A key is in ``Y`` exactly when some of its data is off its home
+node ``F(k)``.
+
+Storage routing (ONE): a tuple of a key in ``Y`` goes to one node of ``Y(k)``, node ``i``
+with probability ``q_i``, chosen deterministically from a hash of the tuple id so reruns
+are identical. Shares are quantised to ``1 / 2^20`` (``hashing.FRACTION_UNITS``): part
+``i`` owns the integer interval ``[lo_i, hi_i)`` and a tuple whose
+``fraction_units(tuple_id)`` falls in it goes to ``d_i``. The Spark job evaluates the same
+integer comparison, so driver and executors agree exactly. A part whose share rounds to
+zero width is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from balancebench.hashing import FRACTION_BITS, FRACTION_UNITS, fraction_units, home_nodes
+
+_SEGMENT_SHIFT = FRACTION_BITS + 1
+
+
+def segment_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Index of the first row of each run of equal keys in a sorted key array."""
+    if len(sorted_keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    """The routing table ``Y`` in CSR form (one segment of parts per key, keys sorted).
+
+    - ``keys``: sorted unique int64 keys present in ``Y`` (one *entry* per key);
+    - ``offsets``: segment ``i`` is ``parts[offsets[i]:offsets[i+1]]``;
+    - ``nodes``, ``lo_units``, ``hi_units``: per part its node and its interval of
+      tuple-id fractions ``[lo, hi)`` in units of ``1/2^20``.
+    """
+
+    n_nodes: int
+    keys: np.ndarray
+    offsets: np.ndarray
+    nodes: np.ndarray
+    lo_units: np.ndarray
+    hi_units: np.ndarray
+
+    @classmethod
+    def empty(cls, n_nodes: int) -> RoutingTable:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(n_nodes, z, np.zeros(1, dtype=np.int64), z.astype(np.int32), z, z)
+
+    @classmethod
+    def from_parts(
+        cls, key: np.ndarray, node: np.ndarray, load: np.ndarray, n_nodes: int
+    ) -> RoutingTable:
+        """Build ``Y`` from the parts a plan leaves behind (rows with ``load > 0``)."""
+        key = np.asarray(key, dtype=np.int64)
+        node = np.asarray(node, dtype=np.int32)
+        load = np.asarray(load, dtype=np.float64)
+        keep = load > 0
+        order = np.lexsort((node[keep], key[keep]))
+        key, node, load = key[keep][order], node[keep][order], load[keep][order]
+        if len(key) == 0:
+            return cls.empty(n_nodes)
+        # Cumulative share of each part within its key, quantised; the last part ends at 1.
+        starts = segment_starts(key)
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(key)]))
+        cum = np.cumsum(load)
+        cum_before = np.r_[0.0, cum][starts]
+        total = np.r_[cum[starts[1:] - 1], cum[-1]] - cum_before
+        hi = np.rint((cum - cum_before[seg]) / total[seg] * FRACTION_UNITS).astype(np.int64)
+        hi[np.r_[starts[1:] - 1, len(key) - 1]] = FRACTION_UNITS
+        lo = np.r_[0, hi[:-1]]
+        lo[starts] = 0
+        keep = hi > lo  # a share that rounds to zero width is dropped
+        key, node, lo, hi = key[keep], node[keep], lo[keep], hi[keep]
+        # A key stays out of Y when its only part is on its home node.
+        starts = segment_starts(key)
+        counts = np.diff(np.r_[starts, len(key)])
+        at_home = (counts == 1) & (node[starts] == home_nodes(key[starts], n_nodes))
+        keep = np.repeat(~at_home, counts)
+        key, node, lo, hi = key[keep], node[keep], lo[keep], hi[keep]
+        if len(key) == 0:
+            return cls.empty(n_nodes)
+        starts = segment_starts(key)
+        offsets = np.r_[starts, len(key)].astype(np.int64)
+        return cls(n_nodes, key[starts], offsets, node, lo, hi)
+
+    def __len__(self) -> int:
+        """Number of entries (keys) in ``Y``: paper 000's routing-table cost ``O2``."""
+        return len(self.keys)
+
+    @property
+    def n_parts(self) -> int:
+        return len(self.nodes)
+
+    def shares(self, key: int) -> dict[int, float]:
+        """``{node: q}`` of one key (``{F(k): 1.0}`` for a key not in ``Y``)."""
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self.keys) and self.keys[i] == key:
+            s = slice(self.offsets[i], self.offsets[i + 1])
+            width = (self.hi_units[s] - self.lo_units[s]) / FRACTION_UNITS
+            return {int(n): float(w) for n, w in zip(self.nodes[s], width, strict=True)}
+        return {int(home_nodes(np.array([key]), self.n_nodes)[0]): 1.0}
+
+    def storage_nodes(self, keys: np.ndarray, tuple_ids: np.ndarray) -> np.ndarray:
+        """Storage routing ONE: the node of every tuple (int32, one per tuple)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        nodes = home_nodes(keys, self.n_nodes)
+        if len(self.keys) == 0 or len(keys) == 0:
+            return nodes
+        pos = np.searchsorted(self.keys, keys)
+        pos_c = np.minimum(pos, len(self.keys) - 1)
+        in_table = self.keys[pos_c] == keys
+        if not in_table.any():
+            return nodes
+        seg = pos_c[in_table].astype(np.int64)
+        u = fraction_units(np.asarray(tuple_ids, dtype=np.int64)[in_table])
+        # One sorted array over all parts: (segment, hi) packed into an int64; the first
+        # part of the tuple's segment with hi > u is the chosen one.
+        part_seg = np.repeat(np.arange(len(self.keys), dtype=np.int64), np.diff(self.offsets))
+        packed = (part_seg << _SEGMENT_SHIFT) + self.hi_units
+        chosen = np.searchsorted(packed, (seg << _SEGMENT_SHIFT) + u, side="right")
+        nodes[in_table] = self.nodes[chosen]
+        return nodes
+
+    def part_rows(self) -> dict[str, np.ndarray]:
+        """The table as flat rows ``key, node, lo_units, hi_units`` (for a Spark broadcast)."""
+        counts = np.diff(self.offsets)
+        return {
+            "key": np.repeat(self.keys, counts),
+            "node": self.nodes.astype(np.int32),
+            "lo_units": self.lo_units.astype(np.int64),
+            "hi_units": self.hi_units.astype(np.int64),
+        }
