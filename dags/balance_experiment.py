@@ -1,0 +1,80 @@
+"""
+## balance_experiment
+
+Compares key-level data-distribution strategies (paper 000: `hash`, `qmmp`, `mnrt`) on a
+windowed TOPK over a Zipf-skewed stream. Wiring only; every step is a function of
+`balancebench.pipeline`.
+
+1. **generate**: writes (or reuses) the seeded Zipf stream as Parquet + `manifest.json`
+   and opens the MLflow parent run.
+2. **validate**: runs the Great Expectations suite `expectations/zipf_stream.json`; a
+   failure stops the run here (no Spark job starts) and the GX result is kept.
+3. **run_strategy** (mapped over `strategies`): `spark-submit spark_apps/run_workload.py`
+   through the `spark_default` connection; one MLflow child run per strategy.
+4. **compare**: comparison table (CSV) and figure (PNG) on the parent run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from balancebench import pipeline
+from balancebench.params import EXPERIMENT_PARAMS
+
+SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
+
+
+def _param(spec: dict) -> Param:
+    spec = dict(spec)
+    return Param(spec.pop("default"), **spec)
+
+
+@dag(
+    dag_id="balance_experiment",
+    schedule=None,
+    catchup=False,
+    doc_md=__doc__,
+    params={name: _param(spec) for name, spec in EXPERIMENT_PARAMS.items()},
+    default_args={"retries": 0},
+    tags=["balancebench"],
+)
+def balance_experiment() -> None:
+    @task
+    def generate() -> dict:
+        """Seeded dataset + MLflow parent run; returns what later tasks need."""
+        ctx = get_current_context()
+        return pipeline.generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+
+    @task
+    def validate(generated: dict) -> list[list[str]]:
+        """Great Expectations gate; on success, one spark-submit argument list per strategy."""
+        report = pipeline.validate_step(generated)
+        if not report.success:
+            raise AirflowFailException(report.message())
+        print(report.message())
+        return pipeline.submit_args(generated)
+
+    @task(trigger_rule="all_done")
+    def compare(generated: dict) -> str:
+        """Comparison table and figure on the parent run; fails if a strategy has no run."""
+        complete, text = pipeline.compare_step(generated)
+        print(text)
+        if not complete:
+            raise AirflowFailException(f"comparison incomplete:\n{text}")
+        return text
+
+    generated = generate()
+    runs = SparkSubmitOperator.partial(
+        task_id="run_strategy",
+        application=str(SPARK_APP),
+        conn_id="spark_default",
+        name="balancebench",
+    ).expand(application_args=validate(generated))
+    runs >> compare(generated)
+
+
+balance_experiment()

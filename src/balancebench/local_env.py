@@ -1,0 +1,52 @@
+"""Environment of the embedded setup: Airflow home, DAG folder, Spark connection.
+
+One place for the variables ``make run``, the CLI and the tests give to ``airflow``
+and ``spark-submit`` (``balancebench airflow ...`` runs Airflow with them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from balancebench.paths import local_dir, source_root
+from balancebench.tracking import tracking_uri
+
+DEFAULT_SPARK_MASTER = "local[*]"
+
+
+def spark_connection(master: str) -> str:
+    """``AIRFLOW_CONN_SPARK_DEFAULT`` for a master URL (``local[*]`` or ``spark://h:p``)."""
+    if master.startswith("spark://"):
+        host, _, port = master.removeprefix("spark://").partition(":")
+        return json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": int(port or 7077)})
+    return json.dumps({"conn_type": "spark", "host": master})
+
+
+def airflow_env(spark_master: str | None = None) -> dict[str, str]:
+    """Variables to add to ``os.environ`` for ``airflow`` and the tasks it runs."""
+    root = source_root()
+    home = local_dir() / "airflow"
+    home.mkdir(parents=True, exist_ok=True)
+    venv_bin = str(Path(sys.executable).parent)
+    master = spark_master or os.environ.get("BALANCEBENCH_SPARK_MASTER", DEFAULT_SPARK_MASTER)
+    env = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": spark_connection(master),
+        "MLFLOW_TRACKING_URI": tracking_uri(),
+        "BALANCEBENCH_LOCAL": str(local_dir()),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # spark-submit must be on PATH for SparkSubmitOperator (it takes a name only).
+        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+    }
+    return env

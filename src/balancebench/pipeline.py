@@ -1,0 +1,114 @@
+"""The steps of the ``balance_experiment`` DAG as plain functions (no Airflow import).
+
+``dags/balance_experiment.py`` only wires these together; each is testable without
+Airflow. Data passed between steps is a small JSON-able dict (an Airflow XCom).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from balancebench import tracking
+from balancebench.compare import SERIES, comparison_figure, comparison_table
+from balancebench.experiment import RunSpec
+from balancebench.generators import generate_zipf_stream
+from balancebench.params import validate_params
+from balancebench.paths import datasets_dir, results_dir, validation_dir
+from balancebench.validation import ValidationReport, validate_dataset
+
+
+def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
+    p = validate_params(params)
+    dataset_dir, manifest = generate_zipf_stream(
+        datasets_dir(),
+        n_tuples=p["n_tuples"],
+        n_keys=p["n_keys"],
+        zipf_s=p["zipf_s"],
+        input_rate_tuples_per_s=p["input_rate_tuples_per_s"],
+        seed=p["seed"],
+    )
+    parent = tracking.start_parent_run(p["experiment"], p, dag_id, run_id, manifest.digest)
+    client = tracking._mlflow().MlflowClient()
+    client.log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
+    return {
+        "dataset_dir": str(dataset_dir),
+        "dataset_digest": manifest.digest,
+        "row_count": manifest.row_count,
+        "parent_run_id": parent,
+        "params": p,
+        "dag_id": dag_id,
+        "run_id": run_id,
+    }
+
+
+def validate_step(generated: dict[str, Any]) -> ValidationReport:
+    """Run the GX suite; the full result goes to ``.local/validation`` and to MLflow."""
+    parent = generated["parent_run_id"]
+    report = validate_dataset(generated["dataset_dir"], validation_dir() / f"{parent}.json")
+    client = tracking._mlflow().MlflowClient()
+    client.log_artifact(parent, str(report.result_path), "validation")
+    client.set_tag(parent, "validation", "passed" if report.success else "failed")
+    if not report.success:
+        tracking.end_run(parent, "FAILED", report.message())
+    return report
+
+
+def submit_args(generated: dict[str, Any]) -> list[list[str]]:
+    """One ``spark_apps/run_workload.py`` argument list per strategy (mapped task input)."""
+    return [
+        RunSpec(
+            dataset_dir=generated["dataset_dir"],
+            strategy=s,
+            params=generated["params"],
+            parent_run_id=generated["parent_run_id"],
+            dag_id=generated["dag_id"],
+            dag_run_id=generated["run_id"],
+        ).to_args()
+        for s in generated["params"]["strategies"]
+    ]
+
+
+def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
+    """Log the comparison table (CSV) and figure (PNG) to the parent and close it.
+
+    Returns ``(complete, text)``: ``complete`` is False when a strategy has no finished
+    child run (its Spark job failed); the parent is then closed as FAILED.
+    """
+    parent = generated["parent_run_id"]
+    mlflow = tracking._mlflow()
+    client = mlflow.MlflowClient()
+    children = tracking.child_runs(parent)
+    finished = children[children["status"] == "FINISHED"] if len(children) else children
+    expected = generated["params"]["strategies"]
+    done = set(finished["params.strategy"]) if len(finished) else set()
+    missing = [s for s in expected if s not in done]
+    if len(finished) == 0:
+        tracking.end_run(parent, "FAILED", f"no strategy finished; missing {missing}")
+        return False, f"no strategy finished; missing {missing}"
+    table = comparison_table(finished)
+    history = {
+        row.strategy: {
+            m: _history(client, row.run_id, m) for m in SERIES
+        }
+        for row in table.itertuples()
+    }
+    out = results_dir() / parent
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / "comparison.csv"
+    table.to_csv(csv, index=False)
+    png = comparison_figure(table, history, out / "comparison.png")
+    client.log_artifact(parent, str(csv))
+    client.log_artifact(parent, str(png))
+    text = table.drop(columns=["run_id"]).to_string(index=False)
+    if missing:
+        tracking.end_run(parent, "FAILED", f"strategies without a finished run: {missing}")
+        return False, text
+    tracking.end_run(parent, "FINISHED")
+    return True, text
+
+
+def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[float]]:
+    points = sorted(client.get_metric_history(run_id, metric), key=lambda m: m.step)
+    return [m.step for m in points], [m.value for m in points]

@@ -1,0 +1,66 @@
+"""Paper 000's storage routing (Algorithm 1, ONE) as Spark SQL expressions.
+
+``node_column`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
+``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
+fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found with a
+broadcast join on key plus the interval condition. ``partition_by_node`` then puts node
+``i``'s tuples in Spark partition ``i`` by repartitioning on a per-node surrogate value
+whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
+from balancebench.routing import RoutingTable
+
+
+def home_node(key: str, n_nodes: int) -> Column:
+    """``F(k) = pmod(hash(key), N)``."""
+    return F.pmod(F.hash(F.col(key)), F.lit(n_nodes)).cast("int")
+
+
+def fraction_unit(tuple_id: str) -> Column:
+    """``pmod(hash(tuple_id, SALT), 2^20)``, equal to ``hashing.fraction_units``."""
+    salted = F.hash(F.col(tuple_id), F.lit(TUPLE_HASH_SALT).cast("bigint"))
+    return F.pmod(salted, F.lit(FRACTION_UNITS)).cast("bigint")
+
+
+def with_storage_node(
+    spark: SparkSession, df: DataFrame, table: RoutingTable, key: str = "key",
+    tuple_id: str = "tuple_id", out: str = "node",
+) -> DataFrame:
+    """``df`` plus column ``out``: the storage node of each tuple under ``table``."""
+    home = home_node(key, table.n_nodes)
+    if len(table) == 0:
+        return df.withColumn(out, home)
+    parts = spark.createDataFrame(pa.table(table.part_rows())).select(
+        F.col("key").alias("_rt_key"),
+        F.col("node").alias("_rt_node"),
+        F.col("lo_units").alias("_rt_lo"),
+        F.col("hi_units").alias("_rt_hi"),
+    )
+    tagged = df.withColumn("_u", fraction_unit(tuple_id))
+    cond = (
+        (tagged[key] == parts["_rt_key"])
+        & (tagged["_u"] >= parts["_rt_lo"])
+        & (tagged["_u"] < parts["_rt_hi"])
+    )
+    joined = tagged.join(F.broadcast(parts), cond, "left")
+    return joined.withColumn(out, F.coalesce(F.col("_rt_node"), home)).drop(
+        "_u", "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
+    )
+
+
+def partition_by_node(df: DataFrame, n_nodes: int, node: str = "node") -> DataFrame:
+    """Shuffle so that Spark partition ``i`` holds exactly the rows with ``node == i``.
+
+    Adds column ``_surrogate`` (keep it in a later ``groupBy`` so Spark sees the data as
+    already partitioned and adds no second shuffle).
+    """
+    values = F.array(*[F.lit(int(v)).cast("bigint") for v in partition_surrogates(n_nodes)])
+    with_sur = df.withColumn("_surrogate", F.element_at(values, F.col(node) + 1))
+    return with_sur.repartition(n_nodes, "_surrogate")

@@ -1,0 +1,39 @@
+"""SparkSession settings every balancebench job needs.
+
+- Adaptive execution is off: AQE would coalesce or split the shuffle partitions, and
+  the executor relies on partition ``i`` being node ``i`` exactly.
+- The UI stays on (its REST API is where per-task run times come from) but without
+  the console progress bar.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+BASE_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    # Merges, TOPK and the oracle shuffle little data: 200 partitions would be pure overhead.
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.ui.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # Event logs are plain JSON so a finished run can be inspected (or re-measured).
+    "spark.eventLog.compress": "false",
+    "spark.eventLog.rolling.enabled": "false",
+}
+
+
+def get_session(app_name: str, master: str | None = None, conf: dict | None = None) -> SparkSession:
+    """A session with :data:`BASE_CONF`; ``master`` only when not set by ``spark-submit``."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in {**BASE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,168 @@
+"""MLflow helpers: the store, the experiment and the parent/child run layout.
+
+- Store: ``sqlite:///<project>/.local/mlflow/mlflow.db`` unless ``MLFLOW_TRACKING_URI``
+  is set; artifacts under ``<project>/.local/mlflow/artifacts``.
+- One parent run per DAG run (tags ``airflow.dag_id``, ``airflow.run_id``), one child per
+  strategy (tag ``mlflow.parentRunId``). Every child carries every param of the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.paths import local_dir, source_root
+
+ROLE_TAG = "balancebench.role"
+
+
+def tracking_uri() -> str:
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    db = local_dir() / "mlflow" / "mlflow.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{db}"
+
+
+def artifact_root() -> Path:
+    return local_dir() / "mlflow" / "artifacts"
+
+
+def mlflow_ui_command() -> str:
+    uri = tracking_uri()
+    return f"uv run mlflow ui --backend-store-uri '{uri}' --host 127.0.0.1 --port 5000"
+
+
+def _mlflow() -> Any:
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow
+
+
+def ensure_experiment(name: str) -> str:
+    """Id of experiment ``name``, created with a local artifact location if missing."""
+    mlflow = _mlflow()
+    existing = mlflow.get_experiment_by_name(name)
+    if existing is not None:
+        return existing.experiment_id
+    location = artifact_root() / name
+    location.mkdir(parents=True, exist_ok=True)
+    return mlflow.create_experiment(name, artifact_location=location.as_uri())
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with ``-dirty`` if tracked files changed; ``unknown`` outside git."""
+    try:
+        root = source_root()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError, RuntimeError):
+        return "unknown"
+
+
+def library_versions() -> dict[str, str]:
+    names = {
+        "pyspark": "pyspark",
+        "numpy": "numpy",
+        "mlflow": "mlflow",
+        "great_expectations": "great-expectations",
+        "airflow": "apache-airflow",
+        "balancebench": "balancebench",
+    }
+    out = {}
+    for label, dist in names.items():
+        try:
+            out[f"version_{label}"] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[f"version_{label}"] = "absent"
+    return out
+
+
+def flat_params(params: dict[str, Any]) -> dict[str, str]:
+    """MLflow params are strings; lists and dicts become JSON."""
+    return {
+        k: json.dumps(v) if isinstance(v, list | dict) else str(v) for k, v in params.items()
+    }
+
+
+def start_parent_run(
+    experiment: str, params: dict[str, Any], dag_id: str, run_id: str, dataset_digest: str
+) -> str:
+    """Create (and leave open) the parent run of one DAG run; returns its id."""
+    mlflow = _mlflow()
+    experiment_id = ensure_experiment(experiment)
+    client = mlflow.MlflowClient()
+    run = client.create_run(
+        experiment_id,
+        run_name=f"{dag_id} {run_id}",
+        tags={
+            ROLE_TAG: "parent",
+            "airflow.dag_id": dag_id,
+            "airflow.run_id": run_id,
+        },
+    )
+    client.log_batch(
+        run.info.run_id,
+        params=[
+            mlflow.entities.Param(k, v)
+            for k, v in {
+                **flat_params(params),
+                "dataset_digest": dataset_digest,
+                "git_commit": git_commit(),
+            }.items()
+        ],
+    )
+    log_metric_definitions(run.info.run_id)
+    return run.info.run_id
+
+
+def log_metric_definitions(run_id: str) -> None:
+    _mlflow().MlflowClient().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
+
+
+def end_run(run_id: str, status: str, note: str | None = None) -> None:
+    client = _mlflow().MlflowClient()
+    if note:
+        client.set_tag(run_id, "mlflow.note.content", note)
+    client.set_terminated(run_id, status=status)
+
+
+def child_runs(parent_run_id: str) -> Any:
+    """DataFrame of the parent's children (``mlflow.search_runs`` columns)."""
+    mlflow = _mlflow()
+    parent = mlflow.get_run(parent_run_id)
+    return mlflow.search_runs(
+        experiment_ids=[parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+        order_by=["start_time ASC"],
+    )
+
+
+def latest_parent_run(experiment: str) -> Any | None:
+    mlflow = _mlflow()
+    exp = mlflow.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    runs = mlflow.search_runs(
+        experiment_ids=[exp.experiment_id],
+        filter_string=f"tags.`{ROLE_TAG}` = 'parent'",
+        order_by=["start_time DESC"],
+        max_results=1,
+    )
+    return None if runs.empty else runs.iloc[0]
