@@ -44,6 +44,7 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
         "MLFLOW_TRACKING_URI": tracking_uri(),
         "BALANCEBENCH_LOCAL": str(local_dir()),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": str(root / "infra" / "spark-conf"),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         # spark-submit must be on PATH for SparkSubmitOperator (it takes a name only).

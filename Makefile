@@ -1,0 +1,37 @@
+# balancebench: `make run` sets up and runs the main job; `make test` sets up and tests.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+UV_VERSION := 0.13.9
+BOOT := .local/bootstrap
+UV := $(BOOT)/bin/uv
+UV_RUN := $(UV) run --frozen
+CONF ?= {}
+SPARK_MASTER ?=
+
+.PHONY: setup run test test-fast lint bench clean
+
+$(UV):
+	$(PYTHON) -m venv $(BOOT)
+	$(BOOT)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+# The locked environment (.venv) from uv.lock; fast when nothing changed.
+setup: $(UV)
+	$(UV) sync --frozen
+
+run: setup
+	$(UV_RUN) balancebench run --conf '$(CONF)' $(if $(SPARK_MASTER),--spark-master '$(SPARK_MASTER)')
+
+test: setup
+	$(UV_RUN) ruff check .
+	$(UV_RUN) pytest
+
+# Unit tests only (no Spark, Airflow or cluster).
+test-fast: setup
+	$(UV_RUN) pytest -m "not slow"
+
+lint: setup
+	$(UV_RUN) ruff check .
+	$(UV_RUN) ruff format --check .
+
+clean:
+	rm -rf .local/airflow .local/mlflow .local/datasets .local/results .local/validation .local/logs

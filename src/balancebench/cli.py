@@ -1,0 +1,151 @@
+"""``balancebench`` command line (typer + rich).
+
+    balancebench run [--conf JSON] [--spark-master URL]   # what `make run` calls
+    balancebench report [--experiment NAME] [--parent RUN_ID]
+    balancebench generate --n-tuples ... ; balancebench validate DATASET_DIR
+    balancebench airflow ARGS...                           # airflow with the embedded env
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from balancebench import tracking
+from balancebench.compare import TABLE_METRICS, comparison_table
+from balancebench.local_env import airflow_env
+from balancebench.params import validate_params
+from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
+console = Console()
+DAG_ID = "balance_experiment"
+
+
+def _airflow(args: list[str], spark_master: str | None = None, log: Path | None = None) -> int:
+    env = {**os.environ, **airflow_env(spark_master)}
+    cmd = [str(Path(sys.executable).parent / "airflow"), *args]
+    if log is None:
+        return subprocess.run(cmd, env=env).returncode
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sink.write(line)
+            if "[DAG TEST]" in line or "ERROR" in line or "Traceback" in line:
+                console.print(line.rstrip(), markup=False, highlight=False)
+        return proc.wait()
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def airflow(ctx: typer.Context) -> None:
+    """Run ``airflow`` with the embedded environment (``.local/airflow``, SQLite)."""
+    raise typer.Exit(_airflow(list(ctx.args)))
+
+
+@app.command()
+def run(
+    conf: str = typer.Option("{}", help="DAG Params as JSON, e.g. '{\"zipf_s\": 1.2}'"),
+    spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
+) -> None:
+    """Run the DAG once with ``airflow dags test`` and print the comparison."""
+    try:
+        params = validate_params(json.loads(conf or "{}"))
+    except (ValueError, json.JSONDecodeError) as exc:
+        console.print(f"[red]bad CONF:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
+        console.print("[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log")
+        raise typer.Exit(1)
+    log = local_dir() / "logs" / "balance_experiment-latest.log"
+    console.print(f"running DAG {DAG_ID} (full log: {log})")
+    code = _airflow(["dags", "test", DAG_ID, "-c", json.dumps(params)], spark_master, log)
+    shown = report(experiment=params["experiment"], parent=None)
+    if code != 0 or not shown:
+        console.print(f"[red]DAG run failed[/red]; see {log}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    experiment: str = typer.Option("balancebench", help="MLflow experiment"),
+    parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
+) -> bool:
+    """Print the comparison table of a DAG run and where its results are."""
+    if parent is None:
+        latest = tracking.latest_parent_run(experiment)
+        if latest is None:
+            console.print(f"no runs in experiment {experiment!r} yet")
+            return False
+        parent = latest["run_id"]
+    children = tracking.child_runs(parent)
+    parent_run = tracking._mlflow().get_run(parent)
+    status = parent_run.info.status
+    table = Table(title=f"{DAG_ID}: parent run {parent} ({status})")
+    table.add_column("strategy")
+    for m in TABLE_METRICS:
+        table.add_column(m, justify="right")
+    rows = comparison_table(children) if len(children) else None
+    if rows is not None:
+        for row in rows.itertuples():
+            table.add_row(str(row.strategy), *(_fmt(getattr(row, m)) for m in TABLE_METRICS))
+    console.print(table)
+    console.print(f"results:     {results_dir() / parent} (comparison.csv, comparison.png)")
+    console.print(f"datasets:    {datasets_dir()}")
+    console.print(f"validation:  {validation_dir() / (parent + '.json')}")
+    console.print(f"MLflow store: {tracking.tracking_uri()}")
+    console.print(f"MLflow UI:   {tracking.mlflow_ui_command()}  ->  http://127.0.0.1:5000")
+    return status == "FINISHED" and rows is not None
+
+
+def _fmt(value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@app.command()
+def generate(
+    n_tuples: int = typer.Option(2_000_000),
+    n_keys: int = typer.Option(10_000),
+    zipf_s: float = typer.Option(1.0),
+    input_rate_tuples_per_s: float = typer.Option(500_000),
+    seed: int = typer.Option(42),
+    out: Path = typer.Option(None, help="Root folder (default .local/datasets)"),
+) -> None:
+    """Write the Zipf stream dataset (Parquet + manifest) and print its folder."""
+    from balancebench.generators import generate_zipf_stream
+
+    try:
+        folder, manifest = generate_zipf_stream(
+            out or datasets_dir(), n_tuples=n_tuples, n_keys=n_keys, zipf_s=zipf_s,
+            input_rate_tuples_per_s=input_rate_tuples_per_s, seed=seed,
+        )
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    console.print(f"{folder}  {manifest.row_count} rows  {manifest.digest}")
+
+
+@app.command()
+def validate(dataset_dir: Path) -> None:
+    """Run the dataset's Great Expectations suite."""
+    from balancebench.validation import validate_dataset
+
+    report_ = validate_dataset(dataset_dir, validation_dir() / f"{dataset_dir.name}.json")
+    console.print(report_.message(), markup=False)
+    raise typer.Exit(0 if report_.success else 1)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from balancebench.generators import generate_zipf_stream, load_manifest
+
+SMALL = dict(n_tuples=20_000, n_keys=500, zipf_s=1.0, input_rate_tuples_per_s=10_000.0, seed=7)
+
+
+def test_same_seed_same_digest(tmp_path):
+    d1, m1 = generate_zipf_stream(tmp_path / "a", **SMALL)
+    d2, m2 = generate_zipf_stream(tmp_path / "b", **SMALL)
+    assert m1.digest == m2.digest
+    assert m1.digest.startswith("sha256:")
+    assert load_manifest(d1) == m1
+    assert pq.read_table(d1 / m1.files[0]).equals(pq.read_table(d2 / m2.files[0]))
+
+
+def test_other_seed_other_digest(tmp_path):
+    _, m1 = generate_zipf_stream(tmp_path, **SMALL)
+    _, m2 = generate_zipf_stream(tmp_path, **{**SMALL, "seed": 8})
+    assert m1.digest != m2.digest
+
+
+def test_stream_shape(tmp_path):
+    d, m = generate_zipf_stream(tmp_path, **SMALL)
+    t = pq.read_table(d / m.files[0])
+    assert t.column_names == ["tuple_id", "event_time_s", "key", "payload"]
+    assert m.row_count == t.num_rows == SMALL["n_tuples"]
+    times = t.column("event_time_s").to_numpy()
+    assert (np.diff(times) > 0).all()
+    # Poisson arrivals at 10k/s: 20k tuples span about 2 s.
+    assert times[-1] == pytest.approx(2.0, rel=0.05)
+    keys = t.column("key").to_numpy()
+    assert keys.min() >= 0 and keys.max() < SMALL["n_keys"]
+    # Zipf s=1 over 500 keys: the top key carries 1/H(500) ~ 14.7% of tuples.
+    top_share = np.bincount(keys).max() / len(keys)
+    assert top_share == pytest.approx(1 / np.sum(1 / np.arange(1, 501)), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("n_tuples", 0, "n_tuples: must be >= 1"),
+        ("n_keys", -3, "n_keys: must be >= 1"),
+        ("zipf_s", -0.5, "zipf_s: must be >= 0"),
+        ("zipf_s", "high", "zipf_s: expected a number"),
+        ("input_rate_tuples_per_s", 0, "input_rate_tuples_per_s: must be > 0"),
+        ("seed", 1.5, "seed: expected an integer"),
+    ],
+)
+def test_bad_input_fails_fast_and_leaves_nothing(tmp_path, field, value, needle):
+    with pytest.raises(ValueError, match=needle):
+        generate_zipf_stream(tmp_path, **{**SMALL, field: value})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
+    import balancebench.generators.zipf_stream as zs
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zs.pq.ParquetWriter, "write_batch", boom)
+    with pytest.raises(OSError, match="disk full"):
+        generate_zipf_stream(tmp_path, **SMALL)
+    assert not any(p.name != "zipf_stream" for p in tmp_path.iterdir())
+    assert list((tmp_path / "zipf_stream").iterdir()) == []

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from balancebench.hashing import home_nodes
+from balancebench.routing import RoutingTable
+
+
+def _keys_with_home(n_nodes, homes):
+    cand = np.arange(10_000)
+    h = home_nodes(cand, n_nodes)
+    out, used = [], set()
+    for want in homes:
+        k = int(next(c for c in cand if h[c] == want and c not in used))
+        used.add(k)
+        out.append(k)
+    return out
+
+
+def test_entries_exactly_for_keys_off_home():
+    a, b, c = _keys_with_home(4, [0, 1, 2])
+    # a: whole at home (no entry); b: whole off home (entry); c: split (entry).
+    table = RoutingTable.from_parts(
+        np.array([a, b, c, c]), np.array([0, 3, 2, 1]), np.array([5.0, 4.0, 1.0, 3.0]), 4
+    )
+    assert list(table.keys) == sorted([b, c])
+    assert table.shares(a) == {0: 1.0}
+    assert table.shares(b) == {3: 1.0}
+    assert table.shares(c) == pytest.approx({1: 0.75, 2: 0.25}, abs=1e-6)
+
+
+def test_storage_fractions_match_shares():
+    (k,) = _keys_with_home(4, [0])
+    table = RoutingTable.from_parts(np.array([k] * 3), np.array([1, 2, 3]), np.array([1.0, 2.0, 7.0]), 4)
+    n = 100_000
+    nodes = table.storage_nodes(np.full(n, k), np.arange(n))
+    share = np.bincount(nodes, minlength=4) / n
+    # Binomial sampling error: 4 sigma at n = 1e5 is below 0.006.
+    assert share == pytest.approx([0.0, 0.1, 0.2, 0.7], abs=0.006)
+
+
+def test_unknown_keys_route_home_and_routing_is_deterministic():
+    table = RoutingTable.from_parts(np.array([7, 7]), np.array([0, 1]), np.array([1.0, 1.0]), 2)
+    keys = np.arange(1000)
+    ids = np.arange(1000)
+    first = table.storage_nodes(keys, ids)
+    assert np.array_equal(first, table.storage_nodes(keys, ids))
+    others = keys != 7
+    assert np.array_equal(first[others], home_nodes(keys[others], 2))
+
+
+def test_zero_width_share_is_dropped():
+    (k,) = _keys_with_home(2, [0])
+    table = RoutingTable.from_parts(np.array([k, k]), np.array([0, 1]), np.array([1e9, 1e-6]), 2)
+    assert len(table) == 0
