@@ -1,0 +1,90 @@
+"""`airflow dags test balance_experiment` on tiny data, then MLflow is read back."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from balancebench import tracking
+from balancebench.generators import generate_zipf_stream
+from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.params import validate_params
+from balancebench.paths import datasets_dir, results_dir, validation_dir
+from tests.e2e.conftest import TINY
+
+pytestmark = pytest.mark.slow
+
+REQUIRED = [
+    "plan_time_ms", "plan_time_ms_mean", "plan_time_ms_max", "imbalance_max_over_mean",
+    "makespan_s", "ideal_makespan_s", "throughput_tuples_per_s", "latency_p50_s",
+    "latency_p99_s", "routing_table_entries", "migrated_tuples", "wall_s", "oracle_passed",
+]
+
+
+def _parents(experiment: str):
+    mlflow = tracking._mlflow()
+    exp = mlflow.get_experiment_by_name(experiment)
+    runs = mlflow.search_runs([exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'")
+    return runs
+
+
+def test_dag_run_logs_one_child_per_strategy(airflow_cli):
+    conf = {**TINY, "experiment": "e2e"}
+    done = airflow_cli("dags", "test", "balance_experiment", "-c", json.dumps(conf))
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    parents = _parents("e2e")
+    assert len(parents) == 1
+    parent = parents.iloc[0]
+    assert parent["status"] == "FINISHED"
+    assert parent["tags.validation"] == "passed"
+    children = tracking.child_runs(parent["run_id"])
+    assert sorted(children["params.strategy"]) == ["hash", "mnrt", "qmmp"]
+    assert (children["status"] == "FINISHED").all()
+    for m in REQUIRED:
+        assert m in METRIC_DEFINITIONS
+        assert children[f"metrics.{m}"].notna().all(), m
+    assert (children["metrics.oracle_passed"] == 1.0).all()
+    # Every child carries every Param and the provenance params.
+    for name in [*validate_params({}), "dataset_digest", "git_commit", "spark_master", "workload"]:
+        assert children[f"params.{name}"].notna().all(), name
+    assert set(children["params.n_tuples"]) == {str(TINY["n_tuples"])}
+    # Planners balance the batches after the first; hash does not.
+    by = children.set_index("params.strategy")
+    assert by.loc["mnrt", "metrics.imbalance_max_over_mean"] < by.loc["hash", "metrics.imbalance_max_over_mean"]
+    client = tracking._mlflow().MlflowClient()
+    history = client.get_metric_history(by.loc["qmmp", "run_id"], "imbalance_max_over_mean")
+    assert sorted(m.step for m in history) == [0, 1, 2]
+    artifacts = {a.path for a in client.list_artifacts(parent["run_id"])}
+    assert {"comparison.csv", "comparison.png", "metric_definitions.json", "validation"} <= artifacts
+    assert (results_dir() / parent["run_id"] / "comparison.csv").exists()
+
+
+def test_failed_validation_stops_before_spark(airflow_cli):
+    conf = {**TINY, "seed": 99, "experiment": "e2e-bad-data"}
+    p = validate_params(conf)
+    # The dataset these Params name already exists, but someone broke it: a null key.
+    folder, manifest = generate_zipf_stream(
+        datasets_dir(), n_tuples=p["n_tuples"], n_keys=p["n_keys"], zipf_s=p["zipf_s"],
+        input_rate_tuples_per_s=p["input_rate_tuples_per_s"], seed=p["seed"],
+    )
+    path = folder / manifest.files[0]
+    table = pq.read_table(path)
+    keys = table.column("key").to_pylist()
+    keys[5] = None
+    pq.write_table(table.set_column(2, "key", pa.array(keys, pa.int64())), path)
+
+    done = airflow_cli("dags", "test", "balance_experiment", "-c", json.dumps(conf))
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "expect_column_values_to_not_be_null({'column': 'key'})" in out
+    assert "run_strategy" not in {line.split("task_id=")[-1].split()[0]
+                                  for line in out.splitlines() if "[DAG TEST] starting" in line}
+    parent = _parents("e2e-bad-data").iloc[0]
+    assert parent["status"] == "FAILED"
+    assert parent["tags.validation"] == "failed"
+    assert len(tracking.child_runs(parent["run_id"])) == 0
+    saved = json.loads((validation_dir() / f"{parent['run_id']}.json").read_text())
+    assert saved["success"] is False

@@ -1,0 +1,59 @@
+"""Every DAG imports; balance_experiment's Params validate and reject bad values clearly."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+
+from balancebench.params import EXPERIMENT_PARAMS
+
+DAGS = Path(__file__).resolve().parents[1] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dagbag(local_state):
+    from balancebench.local_env import airflow_env
+
+    os.environ.update(airflow_env())
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in DAGS.glob("*.py")))
+def test_dag_files_import_without_errors(dagbag, path):
+    errors = {Path(k).name: v for k, v in dagbag.import_errors.items()}
+    assert path not in errors, errors.get(path)
+
+
+def test_balance_experiment_shape(dagbag):
+    dag = dagbag.dags["balance_experiment"]
+    assert dag is not None
+    assert set(dag.task_ids) == {"generate", "validate", "run_strategy", "compare"}
+    assert dag.doc_md and "balance_experiment" in dag.doc_md
+    assert set(dag.params.keys()) == set(EXPERIMENT_PARAMS)
+    assert dag.get_task("run_strategy").downstream_task_ids == {"compare"}
+    # Defaults validate.
+    dag.params.validate()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("zipf_s", -1, "-1 is less than the minimum of 0"),
+        ("strategies", ["hash", "nope"], "'nope' is not one of"),
+        ("n_nodes", 0, "0 is less than the minimum of 1"),
+        ("tolerance", "tight", "'tight' is not of type 'number'"),
+    ],
+)
+def test_bad_params_are_rejected_with_a_clear_message(dagbag, name, value, needle):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = copy.deepcopy(dagbag.dags["balance_experiment"].params)
+    with pytest.raises(ParamValidationError) as err:
+        params[name] = value
+    assert f"Invalid input for param {name}: " in str(err.value)
+    assert needle in str(err.value)
