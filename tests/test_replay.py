@@ -27,4 +27,6 @@ def test_latency_is_batch_end_minus_event_time():
     times = np.array([0.0, 0.5, 1.0, 1.5])
     batch = np.array([0, 0, 1, 1])
     p = latency_percentiles(times, batch, np.array([1.2, 2.2]), (50.0, 100.0))
-    assert p[100.0] == pytest.approx(1.2) and p[50.0] == pytest.approx(0.95)  # latencies 1.2, 0.7, 1.2, 0.7
+    assert p[100.0] == pytest.approx(1.2) and p[50.0] == pytest.approx(
+        0.95
+    )  # latencies 1.2, 0.7, 1.2, 0.7

@@ -30,7 +30,9 @@ def test_entries_exactly_for_keys_off_home():
 
 def test_storage_fractions_match_shares():
     (k,) = _keys_with_home(4, [0])
-    table = RoutingTable.from_parts(np.array([k] * 3), np.array([1, 2, 3]), np.array([1.0, 2.0, 7.0]), 4)
+    table = RoutingTable.from_parts(
+        np.array([k] * 3), np.array([1, 2, 3]), np.array([1.0, 2.0, 7.0]), 4
+    )
     n = 100_000
     nodes = table.storage_nodes(np.full(n, k), np.arange(n))
     share = np.bincount(nodes, minlength=4) / n

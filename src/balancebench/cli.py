@@ -1,9 +1,9 @@
 """``balancebench`` command line (typer + rich).
 
-    balancebench run [--conf JSON] [--spark-master URL]   # what `make run` calls
-    balancebench report [--experiment NAME] [--parent RUN_ID]
-    balancebench generate --n-tuples ... ; balancebench validate DATASET_DIR
-    balancebench airflow ARGS...                           # airflow with the embedded env
+balancebench run [--conf JSON] [--spark-master URL]   # what `make run` calls
+balancebench report [--experiment NAME] [--parent RUN_ID]
+balancebench generate --n-tuples ... ; balancebench validate DATASET_DIR
+balancebench airflow ARGS...                           # airflow with the embedded env
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from rich.table import Table
 from balancebench import tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.local_env import airflow_env
-from balancebench.params import validate_params
+from balancebench.params import defaults, validate_params
 from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 console = Console()
 DAG_ID = "balance_experiment"
+_DEFAULTS = defaults()
 
 
 def _airflow(args: list[str], spark_master: str | None = None, log: Path | None = None) -> int:
@@ -36,7 +37,9 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
         return subprocess.run(cmd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             sink.write(line)
@@ -63,7 +66,9 @@ def run(
         console.print(f"[red]bad CONF:[/red] {exc}")
         raise typer.Exit(2) from exc
     if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
-        console.print("[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log")
+        console.print(
+            "[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log"
+        )
         raise typer.Exit(1)
     log = local_dir() / "logs" / "balance_experiment-latest.log"
     console.print(f"running DAG {DAG_ID} (full log: {log})")
@@ -116,11 +121,11 @@ def _fmt(value: object) -> str:
 
 @app.command()
 def generate(
-    n_tuples: int = typer.Option(2_000_000),
-    n_keys: int = typer.Option(10_000),
-    zipf_s: float = typer.Option(1.0),
-    input_rate_tuples_per_s: float = typer.Option(500_000),
-    seed: int = typer.Option(42),
+    n_tuples: int = typer.Option(_DEFAULTS["n_tuples"]),
+    n_keys: int = typer.Option(_DEFAULTS["n_keys"]),
+    zipf_s: float = typer.Option(_DEFAULTS["zipf_s"]),
+    input_rate_tuples_per_s: float = typer.Option(_DEFAULTS["input_rate_tuples_per_s"]),
+    seed: int = typer.Option(_DEFAULTS["seed"]),
     out: Path = typer.Option(None, help="Root folder (default .local/datasets)"),
 ) -> None:
     """Write the Zipf stream dataset (Parquet + manifest) and print its folder."""
@@ -128,8 +133,12 @@ def generate(
 
     try:
         folder, manifest = generate_zipf_stream(
-            out or datasets_dir(), n_tuples=n_tuples, n_keys=n_keys, zipf_s=zipf_s,
-            input_rate_tuples_per_s=input_rate_tuples_per_s, seed=seed,
+            out or datasets_dir(),
+            n_tuples=n_tuples,
+            n_keys=n_keys,
+            zipf_s=zipf_s,
+            input_rate_tuples_per_s=input_rate_tuples_per_s,
+            seed=seed,
         )
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")

@@ -47,15 +47,14 @@ class RunSpec:
         return cls(**json.loads(text))
 
 
-def summarize(batches: list[Any], event_time_s: np.ndarray, batch_of: np.ndarray,
-              interval_s: float) -> dict[str, float]:
+def summarize(
+    batches: list[Any], event_time_s: np.ndarray, batch_of: np.ndarray, interval_s: float
+) -> dict[str, float]:
     """Run-level metrics from the measured batches (definitions in ``metrics``)."""
     service = np.array([b.makespan_s for b in batches])
     plan_ms = np.array([b.plan.plan_time_ms for b in batches if b.plan is not None])
     plan_delay = np.array([b.plan.plan_time_ms / 1e3 if b.plan else 0.0 for b in batches])
-    last_arrival = np.array(
-        [event_time_s[batch_of == b.batch].max(initial=0.0) for b in batches]
-    )
+    last_arrival = np.array([event_time_s[batch_of == b.batch].max(initial=0.0) for b in batches])
     sched = replay.schedule(last_arrival, interval_s, service, plan_delay)
     lat = replay.latency_percentiles(event_time_s, batch_of, sched.end_s, (50.0, 99.0))
     imb = np.array([b.imbalance_max_over_mean for b in batches])
@@ -147,8 +146,15 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         stream = stream.repartition(sc.defaultParallelism).cache()
         stream.count()
         # Warm-up: one untimed batch so JIT and first-use costs do not land on batch 0.
-        run_topk(spark, stream, get_strategy("hash"), n_nodes=params["n_nodes"], n_batches=1,
-                 tolerance=params["tolerance"], top_k=params["top_k"])
+        run_topk(
+            spark,
+            stream,
+            get_strategy("hash"),
+            n_nodes=params["n_nodes"],
+            n_batches=1,
+            tolerance=params["tolerance"],
+            top_k=params["top_k"],
+        )
         started = time.perf_counter()
         try:
             run = run_topk(
@@ -181,8 +187,10 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             "node_tuples": [b.node_tuples.tolist() for b in run.batches],
             "topk": [b.topk for b in run.batches],
         }
-        out = Path(spec.result_path) if spec.result_path else (
-            results_dir() / (spec.parent_run_id or "no-parent") / f"{spec.strategy}.json"
+        out = (
+            Path(spec.result_path)
+            if spec.result_path
+            else (results_dir() / (spec.parent_run_id or "no-parent") / f"{spec.strategy}.json")
         )
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(record, indent=2))

@@ -21,7 +21,9 @@ def spark_connection(master: str) -> str:
     """``AIRFLOW_CONN_SPARK_DEFAULT`` for a master URL (``local[*]`` or ``spark://h:p``)."""
     if master.startswith("spark://"):
         host, _, port = master.removeprefix("spark://").partition(":")
-        return json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": int(port or 7077)})
+        return json.dumps(
+            {"conn_type": "spark", "host": f"spark://{host}", "port": int(port or 7077)}
+        )
     return json.dumps({"conn_type": "spark", "host": master})
 
 
@@ -39,7 +41,9 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get(
+            "AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"
+        ),
         "AIRFLOW_CONN_SPARK_DEFAULT": spark_connection(master),
         "MLFLOW_TRACKING_URI": tracking_uri(),
         "BALANCEBENCH_LOCAL": str(local_dir()),

@@ -89,9 +89,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         return False, f"no strategy finished; missing {missing}"
     table = comparison_table(finished)
     history = {
-        row.strategy: {
-            m: _history(client, row.run_id, m) for m in SERIES
-        }
+        row.strategy: {m: _history(client, row.run_id, m) for m in SERIES}
         for row in table.itertuples()
     }
     out = results_dir() / parent

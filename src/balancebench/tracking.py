@@ -69,7 +69,10 @@ def git_commit() -> str:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root, capture_output=True, text=True, check=True,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError, RuntimeError):
@@ -96,9 +99,7 @@ def library_versions() -> dict[str, str]:
 
 def flat_params(params: dict[str, Any]) -> dict[str, str]:
     """MLflow params are strings; lists and dicts become JSON."""
-    return {
-        k: json.dumps(v) if isinstance(v, list | dict) else str(v) for k, v in params.items()
-    }
+    return {k: json.dumps(v) if isinstance(v, list | dict) else str(v) for k, v in params.items()}
 
 
 def start_parent_run(

@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 # Tiny but complete: every strategy plans at least twice.
-TINY = {"n_tuples": 40_000, "n_keys": 400, "n_batches": 3, "n_nodes": 4,
-        "input_rate_tuples_per_s": 20_000.0}
+TINY = {
+    "n_tuples": 40_000,
+    "n_keys": 400,
+    "n_batches": 3,
+    "n_nodes": 4,
+    "input_rate_tuples_per_s": 20_000.0,
+}
 
 
 @pytest.fixture(scope="session")
@@ -25,8 +30,14 @@ def airflow_cli(local_state):
     env = {**os.environ, **airflow_env()}
 
     def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN / "airflow"), *args], env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=ROOT)
+        return subprocess.run(
+            [str(BIN / "airflow"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+        )
 
     migrated = run("db", "migrate", timeout=300)
     assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]

@@ -18,16 +18,28 @@ from tests.e2e.conftest import TINY
 pytestmark = pytest.mark.slow
 
 REQUIRED = [
-    "plan_time_ms", "plan_time_ms_mean", "plan_time_ms_max", "imbalance_max_over_mean",
-    "makespan_s", "ideal_makespan_s", "throughput_tuples_per_s", "latency_p50_s",
-    "latency_p99_s", "routing_table_entries", "migrated_tuples", "wall_s", "oracle_passed",
+    "plan_time_ms",
+    "plan_time_ms_mean",
+    "plan_time_ms_max",
+    "imbalance_max_over_mean",
+    "makespan_s",
+    "ideal_makespan_s",
+    "throughput_tuples_per_s",
+    "latency_p50_s",
+    "latency_p99_s",
+    "routing_table_entries",
+    "migrated_tuples",
+    "wall_s",
+    "oracle_passed",
 ]
 
 
 def _parents(experiment: str):
     mlflow = tracking._mlflow()
     exp = mlflow.get_experiment_by_name(experiment)
-    runs = mlflow.search_runs([exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'")
+    runs = mlflow.search_runs(
+        [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
+    )
     return runs
 
 
@@ -53,12 +65,20 @@ def test_dag_run_logs_one_child_per_strategy(airflow_cli):
     assert set(children["params.n_tuples"]) == {str(TINY["n_tuples"])}
     # Planners balance the batches after the first; hash does not.
     by = children.set_index("params.strategy")
-    assert by.loc["mnrt", "metrics.imbalance_max_over_mean"] < by.loc["hash", "metrics.imbalance_max_over_mean"]
+    assert (
+        by.loc["mnrt", "metrics.imbalance_max_over_mean"]
+        < by.loc["hash", "metrics.imbalance_max_over_mean"]
+    )
     client = tracking._mlflow().MlflowClient()
     history = client.get_metric_history(by.loc["qmmp", "run_id"], "imbalance_max_over_mean")
     assert sorted(m.step for m in history) == [0, 1, 2]
     artifacts = {a.path for a in client.list_artifacts(parent["run_id"])}
-    assert {"comparison.csv", "comparison.png", "metric_definitions.json", "validation"} <= artifacts
+    assert {
+        "comparison.csv",
+        "comparison.png",
+        "metric_definitions.json",
+        "validation",
+    } <= artifacts
     assert (results_dir() / parent["run_id"] / "comparison.csv").exists()
 
 
@@ -67,8 +87,12 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     p = validate_params(conf)
     # The dataset these Params name already exists, but someone broke it: a null key.
     folder, manifest = generate_zipf_stream(
-        datasets_dir(), n_tuples=p["n_tuples"], n_keys=p["n_keys"], zipf_s=p["zipf_s"],
-        input_rate_tuples_per_s=p["input_rate_tuples_per_s"], seed=p["seed"],
+        datasets_dir(),
+        n_tuples=p["n_tuples"],
+        n_keys=p["n_keys"],
+        zipf_s=p["zipf_s"],
+        input_rate_tuples_per_s=p["input_rate_tuples_per_s"],
+        seed=p["seed"],
     )
     path = folder / manifest.files[0]
     table = pq.read_table(path)
@@ -80,8 +104,11 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "expect_column_values_to_not_be_null({'column': 'key'})" in out
-    assert "run_strategy" not in {line.split("task_id=")[-1].split()[0]
-                                  for line in out.splitlines() if "[DAG TEST] starting" in line}
+    assert "run_strategy" not in {
+        line.split("task_id=")[-1].split()[0]
+        for line in out.splitlines()
+        if "[DAG TEST] starting" in line
+    }
     parent = _parents("e2e-bad-data").iloc[0]
     assert parent["status"] == "FAILED"
     assert parent["tags.validation"] == "failed"

@@ -38,8 +38,9 @@ def _alive(pid: int) -> bool:
 def cluster(local_state):
     state = local_dir() / "spark-standalone"
     env = {**os.environ, "STATE_DIR": str(state)}
-    started = subprocess.run([str(SCRIPT), "start"], env=env, capture_output=True, text=True,
-                             timeout=180, cwd=ROOT)
+    started = subprocess.run(
+        [str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
     pids = _pids(state)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -53,9 +54,19 @@ def cluster(local_state):
 def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
     env = {**os.environ, **airflow_env()}
     done = subprocess.run(
-        [str(BIN / "spark-submit"), "--master", master, *extra,
-         str(ROOT / "spark_apps" / "run_workload.py"), *spec.to_args()],
-        env=env, capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            str(BIN / "spark-submit"),
+            "--master",
+            master,
+            *extra,
+            str(ROOT / "spark_apps" / "run_workload.py"),
+            *spec.to_args(),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return json.loads(open(spec.result_path).read())
@@ -69,8 +80,11 @@ def test_cluster_result_equals_local(cluster, tmp_path):
 
     params = validate_params({**TINY, "strategies": ["mnrt"], "experiment": "e2e-cluster"})
     folder, _ = generate_zipf_stream(
-        datasets_dir(), n_tuples=params["n_tuples"], n_keys=params["n_keys"],
-        zipf_s=params["zipf_s"], input_rate_tuples_per_s=params["input_rate_tuples_per_s"],
+        datasets_dir(),
+        n_tuples=params["n_tuples"],
+        n_keys=params["n_keys"],
+        zipf_s=params["zipf_s"],
+        input_rate_tuples_per_s=params["input_rate_tuples_per_s"],
         seed=params["seed"],
     )
     results = {}
@@ -78,8 +92,12 @@ def test_cluster_result_equals_local(cluster, tmp_path):
         ("local", "local[2]", []),
         ("cluster", cluster, ["--executor-memory", "768m", "--total-executor-cores", "3"]),
     ):
-        spec = RunSpec(dataset_dir=str(folder), strategy="mnrt", params=params,
-                       result_path=str(tmp_path / f"{label}.json"))
+        spec = RunSpec(
+            dataset_dir=str(folder),
+            strategy="mnrt",
+            params=params,
+            result_path=str(tmp_path / f"{label}.json"),
+        )
         results[label] = _submit(master, spec, extra)
     assert results["cluster"]["spark_master"] == cluster
     assert results["local"]["spark_master"] == "local[2]"

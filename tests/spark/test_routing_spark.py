@@ -9,7 +9,12 @@ from pyspark.sql import functions as F
 
 from balancebench.hashing import fraction_units, home_nodes, murmur3_hash_long
 from balancebench.routing import RoutingTable
-from balancebench.spark.routing import fraction_unit, home_node, partition_by_node, with_storage_node
+from balancebench.spark.routing import (
+    fraction_unit,
+    home_node,
+    partition_by_node,
+    with_storage_node,
+)
 
 pytestmark = pytest.mark.slow
 

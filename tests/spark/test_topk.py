@@ -17,8 +17,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def stream(spark, tmp_path_factory):
     folder, manifest = generate_zipf_stream(
-        tmp_path_factory.mktemp("data"), n_tuples=60_000, n_keys=300, zipf_s=1.2,
-        input_rate_tuples_per_s=30_000.0, seed=11,
+        tmp_path_factory.mktemp("data"),
+        n_tuples=60_000,
+        n_keys=300,
+        zipf_s=1.2,
+        input_rate_tuples_per_s=30_000.0,
+        seed=11,
     )
     interval = batch_interval_s(manifest.row_count, 30_000.0, 4)
     df = load_stream(spark, [str(folder / f) for f in manifest.files], interval, 4).cache()
@@ -28,8 +32,9 @@ def stream(spark, tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_every_strategy_passes_the_oracle(spark, stream, name):
-    run = run_topk(spark, stream, get_strategy(name), n_nodes=5, n_batches=4,
-                   tolerance=0.05, top_k=10)
+    run = run_topk(
+        spark, stream, get_strategy(name), n_nodes=5, n_batches=4, tolerance=0.05, top_k=10
+    )
     assert [b.oracle_passed for b in run.batches] == [True] * 4
     assert sum(b.tuples for b in run.batches) == 60_000
     for b in run.batches:
@@ -56,5 +61,6 @@ def test_oracle_catches_a_lost_tuple(spark, stream, monkeypatch):
 
     monkeypatch.setattr(topk_module, "_sorted_counts", lose_one)
     with pytest.raises(OracleMismatch, match="differs from Spark's groupBy"):
-        run_topk(spark, stream, get_strategy("qmmp"), n_nodes=5, n_batches=4,
-                 tolerance=0.05, top_k=10)
+        run_topk(
+            spark, stream, get_strategy("qmmp"), n_nodes=5, n_batches=4, tolerance=0.05, top_k=10
+        )

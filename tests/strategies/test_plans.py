@@ -32,12 +32,17 @@ def windows(draw):
 
 
 def _parts(loads: KeyLoads) -> dict[tuple[int, int], float]:
-    return {(int(k), int(d)): float(v) for k, d, v in zip(loads.key, loads.node, loads.load, strict=True)}
+    return {
+        (int(k), int(d)): float(v)
+        for k, d, v in zip(loads.key, loads.node, loads.load, strict=True)
+    }
 
 
 def _apply(before: dict, plan) -> dict:
     after = dict(before)
-    for k, a, f, t in zip(plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True):
+    for k, a, f, t in zip(
+        plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True
+    ):
         after[(int(k), int(f))] = after.get((int(k), int(f)), 0.0) - float(a)
         after[(int(k), int(t))] = after.get((int(k), int(t)), 0.0) + float(a)
     return after
@@ -74,7 +79,9 @@ def test_plan_conserves_load_and_moves_are_real(name, window):
     # The routing table has an entry exactly for the keys with data off their home node.
     held = {(k, d) for (k, d), v in after.items() if v > eps}
     keys = {k for k, _ in held}
-    home = dict(zip(sorted(keys), home_nodes(np.array(sorted(keys)), n_nodes).tolist(), strict=True))
+    home = dict(
+        zip(sorted(keys), home_nodes(np.array(sorted(keys)), n_nodes).tolist(), strict=True)
+    )
     off_home = {k for k in keys if any(d != home[k] for kk, d in held if kk == k)}
     assert set(plan.routing_table.keys.tolist()) == off_home
     assert plan.routing_table_entries == len(off_home)

@@ -45,8 +45,12 @@ def test_fig1_qmmp_unloads_in_storage_order():
     loads = fig1()
     k4, k5 = int(loads.key[3]), int(loads.key[4])
     plan = get_strategy("qmmp").plan(loads, n_nodes=3, tolerance=0.05)
-    moved = {(int(k), int(f), int(t)): float(a) for k, a, f, t in zip(
-        plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True)}
+    moved = {
+        (int(k), int(f), int(t)): float(a)
+        for k, a, f, t in zip(
+            plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True
+        )
+    }
     assert moved == {(k4, 1, 0): 250.0, (k4, 1, 2): 50.0, (k5, 1, 2): 150.0}
 
 
@@ -69,10 +73,16 @@ def test_mnrt_prefers_moving_back_home():
         np.array([a, b, c, x]), np.array([1, 1, 2, 0]), np.array([40.0, 200.0, 150.0, 100.0])
     )
     plan = get_strategy("mnrt").plan(loads, n_nodes=3, tolerance=0.05)
-    moves = {(int(k), int(f), int(t)): float(m) for k, m, f, t in zip(
-        plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True)}
+    moves = {
+        (int(k), int(f), int(t)): float(m)
+        for k, m, f, t in zip(
+            plan.move_key, plan.move_amount, plan.move_from, plan.move_to, strict=True
+        )
+    }
     assert moves[(a, 1, 0)] == 40.0
-    assert sum(v for (k, _, _), v in moves.items() if k == b) == pytest.approx(240 - 1.05 * 490 / 3 - 40)
+    assert sum(v for (k, _, _), v in moves.items() if k == b) == pytest.approx(
+        240 - 1.05 * 490 / 3 - 40
+    )
     assert a not in plan.routing_table.keys  # back home: the key left the table
     assert plan.imbalance_after <= 0.05 + 1e-12
 

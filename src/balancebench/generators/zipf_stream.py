@@ -75,7 +75,9 @@ def generate_zipf_stream(
     check_number("n_tuples", n_tuples, 1, integer=True)
     check_number("n_keys", n_keys, 1, integer=True)
     check_number("zipf_s", zipf_s, 0, integer=False)
-    check_number("input_rate_tuples_per_s", input_rate_tuples_per_s, 0, integer=False, exclusive=True)
+    check_number(
+        "input_rate_tuples_per_s", input_rate_tuples_per_s, 0, integer=False, exclusive=True
+    )
     check_number("seed", seed, 0, integer=True)
     params = {
         "n_tuples": int(n_tuples),

@@ -30,8 +30,12 @@ def fraction_unit(tuple_id: str) -> Column:
 
 
 def with_storage_node(
-    spark: SparkSession, df: DataFrame, table: RoutingTable, key: str = "key",
-    tuple_id: str = "tuple_id", out: str = "node",
+    spark: SparkSession,
+    df: DataFrame,
+    table: RoutingTable,
+    key: str = "key",
+    tuple_id: str = "tuple_id",
+    out: str = "node",
 ) -> DataFrame:
     """``df`` plus column ``out``: the storage node of each tuple under ``table``."""
     home = home_node(key, table.n_nodes)

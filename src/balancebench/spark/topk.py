@@ -72,7 +72,9 @@ class TopkRun:
     batches: list[BatchResult] = field(default_factory=list)
 
 
-def load_stream(spark: SparkSession, files: list[str], interval_s: float, n_batches: int) -> DataFrame:
+def load_stream(
+    spark: SparkSession, files: list[str], interval_s: float, n_batches: int
+) -> DataFrame:
     """The stream with its micro-batch index (same IEEE expression as ``replay.batch_index``)."""
     df = spark.read.parquet(*files)
     batch = F.least(F.floor(F.col("event_time_s") / F.lit(interval_s)), F.lit(n_batches - 1))

@@ -206,9 +206,7 @@ class _Mnrt:
             if self.loads[target] > self.upper + self.eps:
                 self.unload(target)
 
-    def _loading_cell(
-        self, piece: _Piece, dstar: set[int], by_load: list[int]
-    ) -> tuple[int, int]:
+    def _loading_cell(self, piece: _Piece, dstar: set[int], by_load: list[int]) -> tuple[int, int]:
         home = self.home[piece.key]
         holders = self.held.get(piece.key, {})
         from_home = piece.origin == home
