@@ -94,20 +94,26 @@ def report(
     children = tracking.child_runs(parent)
     parent_run = tracking._mlflow().get_run(parent)
     status = parent_run.info.status
-    table = Table(title=f"{DAG_ID}: parent run {parent} ({status})")
-    table.add_column("strategy")
-    for m in TABLE_METRICS:
-        table.add_column(m, justify="right")
     rows = comparison_table(children) if len(children) else None
+    order = json.loads(parent_run.data.params.get("strategies", "[]"))
+    # Metrics as rows, strategies as columns: fits a terminal for any number of metrics.
+    table = Table(title=f"{DAG_ID}: parent run {parent} ({status})")
+    table.add_column("metric")
     if rows is not None:
-        for row in rows.itertuples():
-            table.add_row(str(row.strategy), *(_fmt(getattr(row, m)) for m in TABLE_METRICS))
+        rows = rows.set_index("strategy")
+        names = [s for s in order if s in rows.index] + [s for s in rows.index if s not in order]
+        for name in names:
+            table.add_column(str(name), justify="right")
+        for m in TABLE_METRICS:
+            table.add_row(m, *(_fmt(rows.loc[name, m]) for name in names))
     console.print(table)
-    console.print(f"results:     {results_dir() / parent} (comparison.csv, comparison.png)")
-    console.print(f"datasets:    {datasets_dir()}")
-    console.print(f"validation:  {validation_dir() / (parent + '.json')}")
-    console.print(f"MLflow store: {tracking.tracking_uri()}")
-    console.print(f"MLflow UI:   {tracking.mlflow_ui_command()}  ->  http://127.0.0.1:5000")
+    # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
+    print(f"results:      {results_dir() / parent}/comparison.csv, comparison.png")
+    print(f"datasets:     {datasets_dir()}")
+    print(f"validation:   {validation_dir() / (parent + '.json')}")
+    print(f"MLflow store: {tracking.tracking_uri()}")
+    print("MLflow UI (then open http://127.0.0.1:5000):")
+    print(f"  {tracking.mlflow_ui_command()}")
     return status == "FINISHED" and rows is not None
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ def artifact_root() -> Path:
 
 
 def mlflow_ui_command() -> str:
-    uri = tracking_uri()
-    return f"uv run mlflow ui --backend-store-uri '{uri}' --host 127.0.0.1 --port 5000"
+    """The exact command that serves this store's UI on 127.0.0.1:5000."""
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    return f"{mlflow_bin} ui --backend-store-uri '{tracking_uri()}' --host 127.0.0.1 --port 5000"
 
 
 def _mlflow() -> Any:

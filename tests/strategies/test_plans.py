@@ -76,6 +76,9 @@ def test_plan_conserves_load_and_moves_are_real(name, window):
     for (_, d), v in after.items():
         node_after[d] += v
     assert np.allclose(node_after, plan.node_loads_after, atol=eps)
+    if not STRATEGIES[name].plans:
+        assert len(plan.routing_table) == 0  # base routing only, whatever the data
+        return
     # The routing table has an entry exactly for the keys with data off their home node.
     held = {(k, d) for (k, d), v in after.items() if v > eps}
     keys = {k for k, _ in held}

@@ -118,9 +118,9 @@ class Strategy(ABC):
             raise ValueError(f"tolerance must be a number in (0, 10], got {tolerance!r}")
         loads.check_nodes(n_nodes)
         started = time.perf_counter()
-        parts = Parts.from_loads(loads)
-        if self.plans and len(parts.key):
-            parts = self._rebalance(parts, n_nodes, float(tolerance))
+        if not self.plans:
+            return _no_plan(self.name, loads, self.routing_for(n_nodes), float(tolerance), started)
+        parts = self._rebalance(Parts.from_loads(loads), n_nodes, float(tolerance))
         plan = _finish_plan(self.name, loads, parts, n_nodes, float(tolerance), started)
         self.routing = plan.routing_table
         return plan
@@ -206,6 +206,34 @@ def _local_ends(sorted_group: np.ndarray, amount: np.ndarray) -> np.ndarray:
     starts = segment_starts(sorted_group)
     base = np.r_[0.0, cum][starts]
     return cum - np.repeat(base, np.diff(np.r_[starts, len(sorted_group)]))
+
+
+def _no_plan(
+    name: str, loads: KeyLoads, routing: RoutingTable, tolerance: float, started: float
+) -> MigrationPlan:
+    """The plan of a strategy that never migrates: no moves, routing unchanged."""
+    node_loads = loads.node_loads(routing.n_nodes)
+    e = np.zeros(0)
+    held = loads.key[loads.load > 0]
+    held.sort()
+    split = int(np.count_nonzero(np.diff(np.r_[segment_starts(held), len(held)]) > 1))
+    return MigrationPlan(
+        strategy=name,
+        n_nodes=routing.n_nodes,
+        tolerance=tolerance,
+        move_key=e.astype(np.int64),
+        move_amount=e,
+        move_from=e.astype(np.int32),
+        move_to=e.astype(np.int32),
+        routing_table=routing,
+        plan_time_ms=(time.perf_counter() - started) * 1e3,
+        migrated_state_tuples=0.0,
+        split_keys=split,
+        imbalance_before=imbalance(node_loads),
+        imbalance_after=imbalance(node_loads),
+        node_loads_before=node_loads,
+        node_loads_after=node_loads,
+    )
 
 
 def _finish_plan(
