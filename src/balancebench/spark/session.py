@@ -8,9 +8,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from pyspark.sql import SparkSession
+
+from balancebench.paths import local_dir
 
 BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",
@@ -20,7 +23,8 @@ BASE_CONF = {
     "spark.ui.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    # Event logs are plain JSON so a finished run can be inspected (or re-measured).
+    # Event logs (in .local/spark-events) are plain JSON so a finished run can be
+    # inspected or re-measured after its REST API is gone.
     "spark.eventLog.compress": "false",
     "spark.eventLog.rolling.enabled": "false",
 }
@@ -29,7 +33,12 @@ BASE_CONF = {
 def get_session(app_name: str, master: str | None = None, conf: dict | None = None) -> SparkSession:
     """A session with :data:`BASE_CONF`; ``master`` only when not set by ``spark-submit``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    events = local_dir() / "spark-events"
+    events.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
+    builder = builder.config("spark.eventLog.enabled", "true")
+    builder = builder.config("spark.eventLog.dir", events.as_uri())
     if master:
         builder = builder.master(master)
     for key, value in {**BASE_CONF, **(conf or {})}.items():
