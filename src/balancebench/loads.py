@@ -65,6 +65,34 @@ class KeyLoads:
         object.__setattr__(self, "state", state)
 
     @classmethod
+    def trusted(
+        cls, key: np.ndarray, node: np.ndarray, load: np.ndarray, state: np.ndarray
+    ) -> KeyLoads:
+        """A KeyLoads from arrays already known valid (a reordering of a validated one)."""
+        obj = object.__new__(cls)
+        for name, arr in (("key", key), ("node", node), ("load", load), ("state", state)):
+            object.__setattr__(obj, name, arr)
+        return obj
+
+    def grouped_by_node(self, n_nodes: int) -> tuple[KeyLoads, np.ndarray]:
+        """Rows grouped by node (stable, so each node keeps its own row order) and
+        ``offsets``: node ``d``'s rows are ``offsets[d]:offsets[d + 1]``.
+
+        Statistics arrive node by node (each node reports its own counts; Spark returns
+        partitions in order), so this is usually a check, not a sort.
+        """
+        node = self.node
+        grouped = self
+        if len(node) > 1 and (node[1:] < node[:-1]).any():
+            sort_key = node.astype(np.int16) if n_nodes <= np.iinfo(np.int16).max else node
+            order = np.argsort(sort_key, kind="stable")  # radix sort for int16
+            grouped = KeyLoads.trusted(
+                self.key[order], node[order], self.load[order], self.state[order]
+            )
+        offsets = np.searchsorted(grouped.node, np.arange(n_nodes + 1), side="left")
+        return grouped, offsets.astype(np.int64)
+
+    @classmethod
     def from_counts(
         cls,
         key: np.ndarray,

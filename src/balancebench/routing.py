@@ -90,9 +90,123 @@ class RoutingTable:
         offsets = np.r_[starts, len(key)].astype(np.int64)
         return cls(n_nodes, key[starts], offsets, node, lo, hi)
 
+    @classmethod
+    def from_grouped_parts(
+        cls, n_nodes: int, key: np.ndarray, node: np.ndarray, load: np.ndarray, home: np.ndarray
+    ) -> RoutingTable:
+        """From parts already grouped by key (each key's rows contiguous, keys in any
+        order) with each key's ``home`` given per row: no hashing, no (key, node) sort.
+        A key left with one part on its home node gets no entry."""
+        keep = load > 0
+        key, node, load, home = key[keep], node[keep], load[keep], home[keep]
+        if len(key) == 0:
+            return cls.empty(n_nodes)
+        starts = segment_starts(key)
+        ends = np.r_[starts[1:], len(key)]
+        seg = np.repeat(np.arange(len(starts)), ends - starts)
+        cum = np.cumsum(load)
+        cum_before = np.r_[0.0, cum][starts]
+        total = cum[ends - 1] - cum_before
+        hi = np.rint((cum - cum_before[seg]) / total[seg] * FRACTION_UNITS).astype(np.int64)
+        hi[ends - 1] = FRACTION_UNITS
+        lo = np.r_[0, hi[:-1]]
+        lo[starts] = 0
+        keep = hi > lo  # a share that rounds to zero width is dropped
+        key, node, lo, hi, home = key[keep], node[keep], lo[keep], hi[keep], home[keep]
+        starts = segment_starts(key)
+        counts = np.diff(np.r_[starts, len(key)])
+        at_home = (counts == 1) & (node[starts] == home[starts])
+        keep = np.repeat(~at_home, counts)
+        return cls.from_rows(n_nodes, key[keep], node[keep].astype(np.int32), lo[keep], hi[keep])
+
+    @classmethod
+    def from_rows(
+        cls, n_nodes: int, key: np.ndarray, node: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> RoutingTable:
+        """From flat part rows (any key order; each key's parts in share order)."""
+        if len(key) == 0:
+            return cls.empty(n_nodes)
+        if len(key) > 1 and (key[1:] < key[:-1]).any():
+            order = np.argsort(key, kind="stable")
+            key, node, lo, hi = key[order], node[order], lo[order], hi[order]
+        starts = segment_starts(key)
+        offsets = np.r_[starts, len(key)].astype(np.int64)
+        return cls(n_nodes, key[starts], offsets, node.astype(np.int32), lo, hi)
+
+    def replace(self, keys: np.ndarray, table: RoutingTable) -> RoutingTable:
+        """This table with the entries of ``keys`` dropped and those of ``table`` added."""
+        if len(self) == 0:
+            return table
+        rows = self.part_rows()
+        keep = ~np.isin(rows["key"], keys)
+        new = table.part_rows()
+        return RoutingTable.from_rows(
+            self.n_nodes,
+            np.r_[rows["key"][keep], new["key"]],
+            np.r_[rows["node"][keep], new["node"]],
+            np.r_[rows["lo_units"][keep], new["lo_units"]],
+            np.r_[rows["hi_units"][keep], new["hi_units"]],
+        )
+
     def __len__(self) -> int:
         """Number of entries (keys) in ``Y``: paper 000's routing-table cost ``O2``."""
         return len(self.keys)
+
+    @property
+    def split_keys(self) -> int:
+        """Keys of ``Y`` stored on more than one node."""
+        return int(np.count_nonzero(np.diff(self.offsets) > 1))
+
+    def _segment_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per key: whether it is in ``Y`` and, if so, its segment index."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if len(self.keys) == 0:
+            return np.zeros(len(keys), bool), np.zeros(len(keys), np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return self.keys[pos] == keys, pos
+
+    def nodes_per_key(self, keys: np.ndarray) -> np.ndarray:
+        """How many nodes operator routing ALL sends a tuple of each key to."""
+        in_table, seg = self._segment_of(keys)
+        counts = np.ones(len(in_table), dtype=np.int64)
+        counts[in_table] = np.diff(self.offsets)[seg[in_table]]
+        return counts
+
+    def operator_nodes(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Operator routing ALL for equi-joins (Algorithm 1): ``(tuple index, node)`` pairs.
+
+        A key outside ``Y`` goes to ``F(k)``; a key in ``Y`` to every node of ``Y(k)``.
+        """
+        keys = np.asarray(keys, dtype=np.int64)
+        in_table, seg = self._segment_of(keys)
+        counts = np.ones(len(keys), dtype=np.int64)
+        counts[in_table] = np.diff(self.offsets)[seg[in_table]]
+        index = np.repeat(np.arange(len(keys)), counts)
+        nodes = np.repeat(home_nodes(keys, self.n_nodes), counts)
+        if in_table.any():
+            starts = np.r_[0, np.cumsum(counts)[:-1]]
+            first = starts[in_table]
+            n = counts[in_table]
+            within = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+            part = np.repeat(self.offsets[seg[in_table]], n) + within
+            nodes[np.repeat(first, n) + within] = self.nodes[part]
+        return index, nodes.astype(np.int32)
+
+    def predicate_nodes(self, keys: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """Predicate routing for a band join ``|k1 - k2| <= width`` on integer keys:
+        every node holding a key in ``[k - width, k + width]`` (``Y`` entries of matching
+        keys plus ``F`` of matching keys outside ``Y``), as unique ``(index, node)`` pairs.
+        """
+        keys = np.asarray(keys, dtype=np.int64)
+        idx, nodes = [], []
+        for offset in range(-int(width), int(width) + 1):
+            i, d = self.operator_nodes(keys + offset)
+            idx.append(i)
+            nodes.append(d)
+        index = np.concatenate(idx)
+        node = np.concatenate(nodes).astype(np.int64)
+        packed = np.unique(index * self.n_nodes + node)
+        return packed // self.n_nodes, (packed % self.n_nodes).astype(np.int32)
 
     @property
     def n_parts(self) -> int:

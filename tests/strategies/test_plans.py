@@ -98,7 +98,7 @@ def test_splitting_planners_reach_the_tolerance(name, window):
     plan = get_strategy(name).plan(loads, n_nodes=n_nodes, tolerance=tolerance)
     mean = plan.node_loads_after.mean()
     assert plan.node_loads_after.max() <= (1 + tolerance) * mean * (1 + 1e-9) + 1e-9
-    assert plan.reached_tolerance()
+    assert plan.reached_tolerance
 
 
 @settings(max_examples=50, deadline=None)

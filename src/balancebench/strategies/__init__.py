@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from balancebench.strategies.base import OPERATORS, MigrationPlan, Parts, Strategy
+from balancebench.strategies.base import OPERATORS, Delta, MigrationPlan, PlanView, Strategy
 from balancebench.strategies.hash import HashStrategy
 from balancebench.strategies.mnrt import MnrtStrategy
 from balancebench.strategies.qmmp import QmmpStrategy
@@ -29,4 +29,12 @@ def get_strategy(name: str, **params: object) -> Strategy:
         raise ValueError(f"strategy {name!r}: bad parameters {sorted(params)}: {exc}") from exc
 
 
-__all__ = ["OPERATORS", "STRATEGIES", "MigrationPlan", "Parts", "Strategy", "get_strategy"]
+__all__ = [
+    "OPERATORS",
+    "STRATEGIES",
+    "Delta",
+    "MigrationPlan",
+    "PlanView",
+    "Strategy",
+    "get_strategy",
+]

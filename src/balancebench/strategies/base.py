@@ -1,11 +1,18 @@
 """The strategy contract: ``plan(loads, n_nodes, tolerance) -> MigrationPlan``.
 
-Every key-level strategy is a small subclass of :class:`Strategy` that implements
-``_rebalance`` on a :class:`Parts` working copy (which node holds how much of which
-key). The base class does the shared bookkeeping once: validation, timing (``O1``),
-turning the before/after parts into physical moves, the routing table after the plan
-(``O2``), the migrated state (``O3``) and the imbalance before and after. After a plan the
-strategy routes with the new table (``strategy.routing``).
+A key-level strategy is a small subclass of :class:`Strategy`. It reads a
+:class:`PlanView` of the window (rows grouped by node, node loads, mean, ``UL``, the
+current router) and returns a :class:`Delta`: the rows whose load changes and the parts
+it adds. The base class does the shared work once: validation, timing (``O1``), the
+physical moves, the router after the plan (``O2``), the migrated state (``O3``) and the
+imbalance before and after. After a plan the strategy routes with the new router.
+
+**The window contract.** ``plan`` assumes the window was routed by the strategy's
+current router: a key outside the routing table ``Y`` is whole on its home node, a key in
+``Y`` is on (a subset of) its ``Y`` nodes. That is what a running system reports, and it
+lets a plan touch only the keys it moves instead of hashing and sorting all ``K`` keys.
+A strategy created without ``n_nodes`` has no router yet: its first plan *adopts* the
+window's placement exactly (``adopt``), whatever it is.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import time
 from abc import ABC
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -24,18 +31,62 @@ from balancebench.routing import RoutingTable, segment_starts
 OPERATORS = ("aggregate", "equi_join", "band_join")
 
 
-@dataclass
-class Parts:
-    """Mutable (key, node) -> load/state arrays a strategy rewrites while planning."""
+class Router(Protocol):
+    """What routes tuples after a plan: ``RoutingTable`` (paper 000's ``Y``) or a
+    bucket map (paper 001); ``len`` is its number of entries (cost ``O2``)."""
 
-    key: np.ndarray
-    node: np.ndarray
-    load: np.ndarray
-    state: np.ndarray
+    n_nodes: int
+
+    def __len__(self) -> int: ...
+
+    def storage_nodes(self, keys: np.ndarray, tuple_ids: np.ndarray) -> np.ndarray: ...
+
+    def nodes_per_key(self, keys: np.ndarray) -> np.ndarray: ...
+
+    @property
+    def split_keys(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """One window as a strategy sees it (read-only)."""
+
+    loads: KeyLoads  # rows grouped by node
+    offsets: np.ndarray  # node d's rows: offsets[d]:offsets[d + 1]
+    n_nodes: int
+    tolerance: float
+    node_loads: np.ndarray  # L(d)
+    mean: float  # Lbar
+    upper: float  # UL = (1 + tau) * Lbar
+    eps: float  # float slack for comparisons of loads
+    router: Any
+
+    def rows(self, d: int) -> slice:
+        return slice(int(self.offsets[d]), int(self.offsets[d + 1]))
+
+
+@dataclass
+class Delta:
+    """What a plan changes: ``rows`` of the view get ``new_load``/``new_state``, and the
+    parts ``add_*`` are added (summed with an existing part of the same key and node).
+    ``router`` is set by strategies that route with something other than ``Y``."""
+
+    rows: np.ndarray
+    new_load: np.ndarray
+    new_state: np.ndarray
+    add_key: np.ndarray
+    add_node: np.ndarray
+    add_load: np.ndarray
+    add_state: np.ndarray
+    router: Any = None
+    #: Optional: the row each added part was taken from (all of its load and state).
+    #: A strategy that knows it lets the plan skip matching sources to sinks.
+    add_src_row: np.ndarray | None = None
 
     @classmethod
-    def from_loads(cls, loads: KeyLoads) -> Parts:
-        return cls(loads.key.copy(), loads.node.copy(), loads.load.copy(), loads.state.copy())
+    def empty(cls) -> Delta:
+        f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
+        return cls(i, f, f, i, i.astype(np.int32), f, f)
 
 
 @dataclass(frozen=True)
@@ -54,22 +105,26 @@ class MigrationPlan:
     move_amount: np.ndarray
     move_from: np.ndarray
     move_to: np.ndarray
-    routing_table: RoutingTable
-    #: O1: wall time of ``plan()`` in milliseconds (``time.perf_counter``).
+    #: The router after the plan (``RoutingTable`` for paper 000's strategies).
+    routing_table: Any
+    #: O1: wall time of ``plan()`` in milliseconds (``time.perf_counter``): deciding the
+    #: moves and building the router; statistics about the result are not included.
     plan_time_ms: float
     #: O3: state tuples that change node (``amount / load * state`` summed over moves).
     migrated_state_tuples: float
-    #: Keys held by more than one node after the plan.
+    #: Keys on more than one node after the plan.
     split_keys: int
     #: ``max L / mean L - 1`` before and after the plan.
     imbalance_before: float
     imbalance_after: float
     node_loads_before: np.ndarray = field(repr=False)
     node_loads_after: np.ndarray = field(repr=False)
+    #: False when the strategy stopped (budget, no improving move) above the tolerance.
+    reached_tolerance: bool = True
 
     @property
     def routing_table_entries(self) -> int:
-        """O2: keys in the routing table after the plan."""
+        """O2: entries of the router after the plan (keys in ``Y``; moved buckets)."""
         return len(self.routing_table)
 
     @property
@@ -80,8 +135,11 @@ class MigrationPlan:
     def moved_load(self) -> float:
         return float(self.move_amount.sum())
 
-    def reached_tolerance(self) -> bool:
-        return self.imbalance_after <= self.tolerance + 1e-9
+    def replicated_probe_tuples(self, probe_key: np.ndarray, probe_count: np.ndarray) -> float:
+        """O4: extra probe tuples operator routing ALL sends for a probe load given as
+        per-key counts: ``count * (nodes of the key - 1)`` summed."""
+        nodes = self.routing_table.nodes_per_key(np.asarray(probe_key, dtype=np.int64))
+        return float(np.sum(np.asarray(probe_count, dtype=np.float64) * (nodes - 1)))
 
 
 class Strategy(ABC):
@@ -92,50 +150,100 @@ class Strategy(ABC):
     reference: ClassVar[str] = ""
     #: Operators this strategy can serve correctly.
     operators: ClassVar[frozenset[str]] = frozenset(OPERATORS)
-    #: Whether ``plan`` can move data at all (``hash`` never does).
+    #: Whether ``plan`` can move data at all (``hash``, ``pkg`` never do).
     plans: ClassVar[bool] = True
+    #: JSON schema of the strategy's own parameters (name -> schema with ``default``);
+    #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
+    param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def __init__(self, n_nodes: int | None = None) -> None:
-        self.routing: RoutingTable | None = None
+    def __init__(self, n_nodes: int | None = None, **params: Any) -> None:
+        unknown = sorted(set(params) - set(self.param_schema))
+        if unknown:
+            raise TypeError(f"unknown parameter(s) {unknown}; allowed: {sorted(self.param_schema)}")
+        self.settings = {k: spec["default"] for k, spec in self.param_schema.items()}
+        self.settings.update(params)
+        self.routing: Any = None
         if n_nodes is not None:
             _check_n_nodes(n_nodes)
-            self.routing = RoutingTable.empty(n_nodes)
+            self.routing = self.initial_router(n_nodes)
 
     def params(self) -> dict[str, object]:
         """The strategy's own parameters (logged to MLflow)."""
-        return {}
+        return dict(self.settings)
 
-    def routing_for(self, n_nodes: int) -> RoutingTable:
-        """The current routing table; base routing only until the first plan."""
+    def initial_router(self, n_nodes: int) -> Any:
+        """The router before any plan: base routing ``F(k)`` only."""
+        return RoutingTable.empty(n_nodes)
+
+    def routing_for(self, n_nodes: int) -> Any:
+        """The current router (the initial one until the first plan or on a new N)."""
         if self.routing is None or self.routing.n_nodes != n_nodes:
-            self.routing = RoutingTable.empty(n_nodes)
+            self.routing = self.initial_router(n_nodes)
         return self.routing
 
+    def adopt(self, loads: KeyLoads, n_nodes: int) -> None:
+        """Take the window's placement, whatever it is, as the current routing table."""
+        key, node, load, _ = aggregate_parts(loads.key, loads.node, loads.load, loads.state)
+        self.routing = RoutingTable.from_parts(key, node, load, n_nodes)
+
     def plan(self, loads: KeyLoads, n_nodes: int, tolerance: float) -> MigrationPlan:
-        """Plan a migration for the window ``loads``; the strategy adopts its routing table."""
+        """Plan a migration for the window ``loads``; the strategy adopts its router."""
         _check_n_nodes(n_nodes)
-        if not (isinstance(tolerance, int | float) and 0 < tolerance <= 10):
+        if isinstance(tolerance, bool) or not (
+            isinstance(tolerance, int | float) and 0 < tolerance <= 10
+        ):
             raise ValueError(f"tolerance must be a number in (0, 10], got {tolerance!r}")
         loads.check_nodes(n_nodes)
+        if self.routing is None and self.plans:
+            self.adopt(loads, n_nodes)
+        router = self.routing_for(n_nodes)
         started = time.perf_counter()
+        grouped, offsets = loads.grouped_by_node(n_nodes)
+        view = _view(grouped, offsets, n_nodes, float(tolerance), router)
         if not self.plans:
-            return _no_plan(self.name, loads, self.routing_for(n_nodes), float(tolerance), started)
-        parts = self._rebalance(Parts.from_loads(loads), n_nodes, float(tolerance))
-        plan = _finish_plan(self.name, loads, parts, n_nodes, float(tolerance), started)
+            elapsed = time.perf_counter() - started
+            return _unchanged_plan(self.name, view, elapsed)
+        delta = self._rebalance(view)
+        plan = _finish_plan(self.name, view, delta, started)
         self.routing = plan.routing_table
         return plan
 
-    def _rebalance(self, parts: Parts, n_nodes: int, tolerance: float) -> Parts:
-        """Return the parts after migration; must conserve every key's load."""
-        return parts
+    def _rebalance(self, view: PlanView) -> Delta:
+        """The moves of one plan as a :class:`Delta`; must conserve every key's load."""
+        return Delta.empty()
 
 
 def _check_n_nodes(n_nodes: int) -> None:
-    if not isinstance(n_nodes, int | np.integer) or n_nodes < 1:
+    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 1:
         raise ValueError(f"n_nodes must be an integer >= 1, got {n_nodes!r}")
 
 
-def _aggregate(key: np.ndarray, node: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+def _view(
+    loads: KeyLoads, offsets: np.ndarray, n_nodes: int, tolerance: float, router: Any
+) -> PlanView:
+    starts = offsets[:-1]
+    nonempty = offsets[1:] > starts
+    node_loads = np.zeros(n_nodes)
+    if nonempty.any():
+        node_loads[nonempty] = np.add.reduceat(loads.load, starts[nonempty])
+    total = float(node_loads.sum())
+    mean = total / n_nodes
+    return PlanView(
+        loads=loads,
+        offsets=offsets,
+        n_nodes=n_nodes,
+        tolerance=tolerance,
+        node_loads=node_loads,
+        mean=mean,
+        upper=(1.0 + tolerance) * mean,
+        eps=1e-12 * total + 1e-9,
+        router=router,
+    )
+
+
+def aggregate_parts(
+    key: np.ndarray, node: np.ndarray, *values: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """Sum ``values`` over equal (key, node) rows; returns sorted key, node, sums."""
     if len(key) == 0:
         return (key, node, *values)
@@ -144,31 +252,6 @@ def _aggregate(key: np.ndarray, node: np.ndarray, *values: np.ndarray) -> tuple[
     starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (node[1:] != node[:-1])])
     sums = tuple(np.add.reduceat(v[order], starts) for v in values)
     return (key[starts], node[starts], *sums)
-
-
-def _plan_moves(
-    before: KeyLoads, after: Parts, eps: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Physical moves ``key, amount, from, to`` that turn ``before`` into ``after``.
-
-    Per key, nodes that lose load are sources and nodes that gain are sinks; both are
-    laid end to end on the key's own axis and each overlap of a source with a sink is a
-    move. Moving the net difference directly is what a real migration does, whatever
-    intermediate steps the planning algorithm took.
-    """
-    key = np.r_[before.key, after.key]
-    node = np.r_[before.node, after.node]
-    delta = np.r_[-before.load, after.load]
-    key, node, delta = _aggregate(key, node, delta)
-    src = delta < -eps
-    snk = delta > eps
-    if not src.any() or not snk.any():
-        e = np.zeros(0)
-        return e.astype(np.int64), e, e.astype(np.int32), e.astype(np.int32)
-    s_key, s_node = key[src], node[src]
-    t_key, t_node = key[snk], node[snk]
-    si, ti, width = lay_end_to_end(s_key, -delta[src], t_key, delta[snk], eps)
-    return s_key[si], width, s_node[si], t_node[ti]
 
 
 def lay_end_to_end(
@@ -208,80 +291,219 @@ def _local_ends(sorted_group: np.ndarray, amount: np.ndarray) -> np.ndarray:
     return cum - np.repeat(base, np.diff(np.r_[starts, len(sorted_group)]))
 
 
-def _no_plan(
-    name: str, loads: KeyLoads, routing: RoutingTable, tolerance: float, started: float
+def plan_moves(
+    before: tuple[np.ndarray, np.ndarray, np.ndarray],
+    after: tuple[np.ndarray, np.ndarray, np.ndarray],
+    eps: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Physical moves ``key, amount, from, to`` turning ``before`` parts into ``after``.
+
+    Per key, nodes that lose load are sources and nodes that gain are sinks; both are
+    laid end to end on the key's own axis and each overlap of a source with a sink is a
+    move. Moving the net difference directly is what a real migration does, whatever
+    intermediate steps the planning algorithm took.
+    """
+    key = np.r_[before[0], after[0]]
+    node = np.r_[before[1], after[1]]
+    delta = np.r_[-before[2], after[2]]
+    key, node, delta = aggregate_parts(key, node, delta)
+    src = delta < -eps
+    snk = delta > eps
+    if not src.any() or not snk.any():
+        e = np.zeros(0)
+        return e.astype(np.int64), e, e.astype(np.int32), e.astype(np.int32)
+    s_key, s_node = key[src], node[src]
+    t_key, t_node = key[snk], node[snk]
+    si, ti, width = lay_end_to_end(s_key, -delta[src], t_key, delta[snk], eps)
+    return s_key[si], width, s_node[si], t_node[ti]
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    values = np.sort(values)
+    return values[segment_starts(values)]
+
+
+def _direct_finish(view: PlanView, delta: Delta) -> tuple | None:
+    """Moves and routing table straight from a delta whose added parts name their source
+    rows, when every touched key is outside ``Y`` (so, by the window contract, whole on
+    its home node: the row it came from). None when that does not hold."""
+    router = view.router
+    if delta.add_src_row is None or delta.router is not None:
+        return None
+    if not isinstance(router, RoutingTable):
+        return None
+    loads = view.loads
+    rows = np.asarray(delta.rows, dtype=np.int64)
+    keys = loads.key[rows]
+    if len(router) and np.isin(keys, router.keys).any():
+        return None
+    src = np.asarray(delta.add_src_row, dtype=np.int64)
+    moves = (delta.add_key, delta.add_load, loads.node[src], delta.add_node)
+    # Parts after the plan, grouped by key (keys sorted): what stays home, then pieces.
+    by_key = np.argsort(keys)
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[by_key] = np.arange(len(rows))
+    row_pos = np.searchsorted(rows, src) if (np.diff(rows) > 0).all() else None
+    if row_pos is None:
+        order = np.argsort(rows)
+        row_pos = order[np.searchsorted(rows[order], src)]
+    n_pieces = len(src)
+    seq = np.r_[np.zeros(len(rows), np.int64), np.arange(1, n_pieces + 1)]
+    part_rank = np.r_[rank, rank[row_pos]]
+    order = np.argsort(part_rank * (n_pieces + 1) + seq)
+    part_key = np.r_[keys, delta.add_key][order]
+    part_node = np.r_[loads.node[rows], delta.add_node][order]
+    part_load = np.r_[delta.new_load, delta.add_load][order]
+    part_home = np.r_[loads.node[rows], loads.node[src]][order]
+    changed = RoutingTable.from_grouped_parts(
+        view.n_nodes, part_key, part_node, part_load, part_home
+    )
+    routing = router.replace(keys[by_key], changed)
+    node_loads_after = (
+        view.node_loads
+        - np.bincount(
+            loads.node[rows], weights=loads.load[rows] - delta.new_load, minlength=view.n_nodes
+        )
+        + np.bincount(delta.add_node, weights=delta.add_load, minlength=view.n_nodes)
+    )
+    return moves, float(np.sum(delta.add_state)), routing, node_loads_after
+
+
+def _finish_plan(name: str, view: PlanView, delta: Delta, started: float) -> MigrationPlan:
+    """Moves, router and costs of a strategy's delta (touching only the keys it moved)."""
+    direct = _direct_finish(view, delta)
+    if direct is not None:
+        (m_key, m_amt, m_from, m_to), migrated, router_after, node_loads_after = direct
+        return _plan(
+            name,
+            view,
+            started,
+            m_key,
+            m_amt,
+            m_from,
+            m_to,
+            router_after,
+            migrated,
+            node_loads_after,
+        )
+    loads = view.loads
+    rows = np.asarray(delta.rows, dtype=np.int64)
+    touched = _sorted_unique(np.r_[loads.key[rows], delta.add_key])
+    router = view.router
+    before_rows = rows
+    if isinstance(router, RoutingTable) and len(router) and len(touched):
+        in_y = touched[np.isin(touched, router.keys)]
+        if len(in_y):  # a key of Y may have parts on rows the strategy did not touch
+            before_rows = np.union1d(rows, np.flatnonzero(np.isin(loads.key, in_y)))
+    before_rows = _sorted_unique(before_rows)
+    b_key, b_node = loads.key[before_rows], loads.node[before_rows]
+    b_load, b_state = loads.load[before_rows], loads.state[before_rows]
+    a_load, a_state = b_load.copy(), b_state.copy()
+    pos = np.searchsorted(before_rows, rows)
+    a_load[pos] = delta.new_load
+    a_state[pos] = delta.new_state
+    a_key, a_node, a_load, a_state = aggregate_parts(
+        np.r_[b_key, delta.add_key],
+        np.r_[b_node, delta.add_node].astype(np.int32),
+        np.r_[a_load, delta.add_load],
+        np.r_[a_state, delta.add_state],
+    )
+    m_key, m_amt, m_from, m_to = plan_moves(
+        (b_key, b_node, b_load), (a_key, a_node, a_load), view.eps
+    )
+    if delta.router is not None:
+        router_after = delta.router
+    else:
+        changed = RoutingTable.from_parts(a_key, a_node, a_load, view.n_nodes)
+        base = router if isinstance(router, RoutingTable) else RoutingTable.empty(view.n_nodes)
+        router_after = base.replace(touched, changed)
+    migrated = _migrated_state((b_key, b_node, b_load, b_state), m_key, m_amt, m_from, view.n_nodes)
+    node_loads_after = (
+        view.node_loads
+        - np.bincount(b_node, weights=b_load, minlength=view.n_nodes)
+        + np.bincount(a_node, weights=a_load, minlength=view.n_nodes)
+    )
+    return _plan(
+        name, view, started, m_key, m_amt, m_from, m_to, router_after, migrated, node_loads_after
+    )
+
+
+def _plan(
+    name: str,
+    view: PlanView,
+    started: float,
+    m_key: np.ndarray,
+    m_amt: np.ndarray,
+    m_from: np.ndarray,
+    m_to: np.ndarray,
+    router_after: Any,
+    migrated: float,
+    node_loads_after: np.ndarray,
 ) -> MigrationPlan:
-    """The plan of a strategy that never migrates: no moves, routing unchanged."""
-    node_loads = loads.node_loads(routing.n_nodes)
-    e = np.zeros(0)
-    held = loads.key[loads.load > 0]
-    held.sort()
-    split = int(np.count_nonzero(np.diff(np.r_[segment_starts(held), len(held)]) > 1))
+    plan_time_ms = (time.perf_counter() - started) * 1e3
+    imb_after = imbalance(node_loads_after)
     return MigrationPlan(
         strategy=name,
-        n_nodes=routing.n_nodes,
-        tolerance=tolerance,
+        n_nodes=view.n_nodes,
+        tolerance=view.tolerance,
+        move_key=np.asarray(m_key, dtype=np.int64),
+        move_amount=np.asarray(m_amt, dtype=np.float64),
+        move_from=np.asarray(m_from).astype(np.int32),
+        move_to=np.asarray(m_to).astype(np.int32),
+        routing_table=router_after,
+        plan_time_ms=plan_time_ms,
+        migrated_state_tuples=migrated,
+        split_keys=router_after.split_keys,
+        imbalance_before=imbalance(view.node_loads),
+        imbalance_after=imb_after,
+        node_loads_before=view.node_loads,
+        node_loads_after=node_loads_after,
+        reached_tolerance=imb_after <= view.tolerance + 1e-9,
+    )
+
+
+def _unchanged_plan(name: str, view: PlanView, elapsed_s: float) -> MigrationPlan:
+    """The plan of a strategy that never migrates: no moves, router unchanged."""
+    e = np.zeros(0)
+    held = view.loads.key[view.loads.load > 0]
+    _, counts = np.unique(held, return_counts=True)
+    imb = imbalance(view.node_loads)
+    return MigrationPlan(
+        strategy=name,
+        n_nodes=view.n_nodes,
+        tolerance=view.tolerance,
         move_key=e.astype(np.int64),
         move_amount=e,
         move_from=e.astype(np.int32),
         move_to=e.astype(np.int32),
-        routing_table=routing,
-        plan_time_ms=(time.perf_counter() - started) * 1e3,
+        routing_table=view.router,
+        plan_time_ms=elapsed_s * 1e3,
         migrated_state_tuples=0.0,
-        split_keys=split,
-        imbalance_before=imbalance(node_loads),
-        imbalance_after=imbalance(node_loads),
-        node_loads_before=node_loads,
-        node_loads_after=node_loads,
-    )
-
-
-def _finish_plan(
-    name: str, before: KeyLoads, after: Parts, n_nodes: int, tolerance: float, started: float
-) -> MigrationPlan:
-    """Moves, routing table and costs of the parts a strategy returned."""
-    total = float(before.load.sum())
-    eps = 1e-12 * total + 1e-9
-    key, node, load, state = _aggregate(after.key, after.node, after.load, after.state)
-    m_key, m_amt, m_from, m_to = _plan_moves(before, Parts(key, node, load, state), eps)
-    routing = RoutingTable.from_parts(key, node, load, n_nodes)
-    loads_before = before.node_loads(n_nodes)
-    loads_after = np.bincount(node, weights=load, minlength=n_nodes).astype(np.float64)
-    migrated = _migrated_state(before, m_key, m_amt, m_from, n_nodes)
-    held_keys = key[load > eps]
-    split = int(np.count_nonzero(np.diff(np.r_[segment_starts(held_keys), len(held_keys)]) > 1))
-    return MigrationPlan(
-        strategy=name,
-        n_nodes=n_nodes,
-        tolerance=tolerance,
-        move_key=m_key,
-        move_amount=m_amt,
-        move_from=m_from.astype(np.int32),
-        move_to=m_to.astype(np.int32),
-        routing_table=routing,
-        plan_time_ms=(time.perf_counter() - started) * 1e3,
-        migrated_state_tuples=migrated,
-        split_keys=split,
-        imbalance_before=imbalance(loads_before),
-        imbalance_after=imbalance(loads_after),
-        node_loads_before=loads_before,
-        node_loads_after=loads_after,
+        split_keys=int(np.count_nonzero(counts > 1)),
+        imbalance_before=imb,
+        imbalance_after=imb,
+        node_loads_before=view.node_loads,
+        node_loads_after=view.node_loads,
+        reached_tolerance=imb <= view.tolerance + 1e-9,
     )
 
 
 def _migrated_state(
-    before: KeyLoads, m_key: np.ndarray, m_amt: np.ndarray, m_from: np.ndarray, n_nodes: int
+    before: tuple[np.ndarray, ...],
+    m_key: np.ndarray,
+    m_amt: np.ndarray,
+    m_from: np.ndarray,
+    n_nodes: int,
 ) -> float:
     """O3: each move carries ``amount / load`` of the state its source part held."""
     if len(m_key) == 0:
         return 0.0
-    order = np.lexsort((before.node, before.key))
-    bk, bn = before.key[order], before.node[order]
+    b_key, b_node, b_load, b_state = before
+    order = np.lexsort((b_node, b_key))
+    bk, bn = b_key[order], b_node[order]
     # Pack (rank of key, node) into one int64 to look up each move's source part.
     unique_keys = bk[segment_starts(bk)]
     packed = np.searchsorted(unique_keys, bk).astype(np.int64) * n_nodes + bn
     query = np.searchsorted(unique_keys, m_key).astype(np.int64) * n_nodes + m_from
     pos = np.searchsorted(packed, query)
-    src_load = before.load[order][pos]
-    src_state = before.state[order][pos]
-    return float(np.sum(m_amt / src_load * src_state))
+    return float(np.sum(m_amt / b_load[order][pos] * b_state[order][pos]))

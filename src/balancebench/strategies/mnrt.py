@@ -32,6 +32,14 @@ unloading prefers the smallest ``MC / L``, then the larger part, then the smalle
 loading prefers the larger piece, then the smaller key; the target of an across/out
 move is the least-loaded eligible node. ``D*`` is re-evaluated at every selection.
 
+Implementation: only keys the plan can act on are tracked in Python dicts: the keys of
+the routing table ``Y`` (the only ones that can be split or away from home, see the
+window contract in ``base``) and the keys this plan touches. Every other key is whole on
+its home node, so it is never a priority candidate; for the fallback each node's
+untouched rows are searched with numpy (best row first) instead of sorting all of them.
+``tests/strategies/reference.py`` keeps a whole-data version; both make the same
+decisions on every window routed by the strategy's own table.
+
 Not modelled here: the two-stream rule "keep the large side of a key in place and
 broadcast the small side" belongs to the join executor (a later issue).
 """
@@ -43,12 +51,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from balancebench.hashing import home_nodes
-from balancebench.strategies.base import Parts, Strategy
+from balancebench.strategies.base import Delta, PlanView, Strategy
 
 # Priority cells of Table 2, in the order Algorithm 4 tries them.
 MERGE_BACK, MERGE_ACROSS, MERGE_OUT = 0, 1, 2
 UNCHANGED_BACK, UNCHANGED_ACROSS, UNCHANGED_OUT = 3, 4, 5
 SPLIT_BACK, SPLIT_ACROSS, SPLIT_OUT = 6, 7, 8
+# After this many best-row searches on one node, sort its rows once instead.
+_SEARCHES_BEFORE_SORT = 8
 
 
 @dataclass
@@ -65,49 +75,123 @@ class MnrtStrategy(Strategy):
     name = "mnrt"
     reference = "paper 000 §4.3 Algorithm 4 (MNRT), Table 2"
 
-    def _rebalance(self, parts: Parts, n_nodes: int, tolerance: float) -> Parts:
-        return _Mnrt(parts, n_nodes, tolerance).run()
+    def _rebalance(self, view: PlanView) -> Delta:
+        return _Mnrt(view).run()
+
+
+class _NodeRows:
+    """A node's untouched rows in fallback order, found lazily: heavy keys first, then
+    the smallest ``MC / L``, the larger load, the smaller key."""
+
+    def __init__(self, view: PlanView, d: int, heavy_limit: float) -> None:
+        rows = view.rows(d)
+        self.start = rows.start
+        load = view.loads.load[rows]
+        self.key = view.loads.key[rows]
+        self.load = load
+        self.light = (load <= heavy_limit).astype(np.int8)  # 0 sorts first: heavy
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.ratio = view.loads.state[rows] / load
+        self.available = load > 0.0
+        self.order: list[int] | None = None
+        self.searches = 0
+
+    def discard(self, i: int) -> None:
+        self.available[i] = False
+
+    def best(self) -> tuple[tuple, int] | None:
+        """(sort key, local index) of the best available row, or None."""
+        if self.order is None:
+            self.searches += 1
+            if self.searches > _SEARCHES_BEFORE_SORT:
+                idx = np.flatnonzero(self.available)
+                sub = np.lexsort((self.key[idx], -self.load[idx], self.ratio[idx], self.light[idx]))
+                self.order = idx[sub][::-1].tolist()  # pop() from the end
+            else:
+                idx = np.flatnonzero(self.available)
+                if len(idx) == 0:
+                    return None
+                for column, pick in (
+                    (self.light, np.min),
+                    (self.ratio, np.min),
+                    (-self.load, np.min),
+                    (self.key, np.min),
+                ):
+                    values = column[idx]
+                    idx = idx[values == pick(values)]
+                    if len(idx) == 1:
+                        break
+                return self._sort_key(int(idx[0])), int(idx[0])
+        while self.order and not self.available[self.order[-1]]:
+            self.order.pop()
+        if not self.order:
+            return None
+        i = self.order[-1]
+        return self._sort_key(i), i
+
+    def _sort_key(self, i: int) -> tuple:
+        return (bool(self.light[i]), float(self.ratio[i]), -float(self.load[i]), int(self.key[i]))
 
 
 class _Mnrt:
-    """One planning pass; the working state is dicts because every step changes it."""
+    """One planning pass over a view."""
 
-    def __init__(self, parts: Parts, n_nodes: int, tolerance: float) -> None:
-        self.n = n_nodes
-        self.loads = np.bincount(parts.node, weights=parts.load, minlength=n_nodes).tolist()
-        total = float(sum(self.loads))
-        self.mean = total / n_nodes
-        self.upper = (1.0 + tolerance) * self.mean
-        self.eps = 1e-12 * total + 1e-9
-        # held[key][node] = [load, state]; on_node[node] = keys held there (insertion order).
-        self.held: dict[int, dict[int, list[float]]] = {}
-        self.on_node: list[dict[int, None]] = [{} for _ in range(n_nodes)]
+    def __init__(self, view: PlanView) -> None:
+        self.view = view
+        self.n = view.n_nodes
+        self.loads = view.node_loads.tolist()
+        self.mean, self.upper, self.eps = view.mean, view.upper, view.eps
+        lk = view.loads
+        self.row_load = lk.load
+        self.row_state = lk.state
+        # Tracked keys: parts, homes and totals. A part is a row (current values in
+        # ``current``) or a part this plan created on a node without a row of the key.
+        self.parts: dict[int, dict[int, list]] = {}  # key -> node -> [load, state, row|-1]
+        self.tracked_on: list[dict[int, None]] = [{} for _ in range(self.n)]
+        self.home: dict[int, int] = {}
         self.key_total: dict[int, float] = {}
-        keys = parts.key.tolist()
-        for k, d, ld, st in zip(
-            keys, parts.node.tolist(), parts.load.tolist(), parts.state.tolist(), strict=True
-        ):
-            if ld <= 0.0:
-                continue  # a part without load cannot be moved by a load-based plan
-            self.held.setdefault(k, {})[d] = [ld, st]
-            self.on_node[d][k] = None
-            self.key_total[k] = self.key_total.get(k, 0.0) + ld
-        self.static = parts  # rows without load stay where they are
-        unique = np.fromiter(self.held, dtype=np.int64, count=len(self.held))
-        self.home = dict(zip(unique.tolist(), home_nodes(unique, n_nodes).tolist(), strict=True))
+        self.touched_rows: set[int] = set()
+        # Row parts emptied by this plan (kept for the delta; revived if load comes back).
+        self.emptied: dict[int, dict[int, list]] = {}
+        router = view.router
+        if len(router) and hasattr(router, "keys"):
+            rows = np.flatnonzero(np.isin(lk.key, router.keys) & (lk.load > 0))
+            for r, k, d in zip(
+                rows.tolist(), lk.key[rows].tolist(), lk.node[rows].tolist(), strict=True
+            ):
+                self._track_row(k, d, r)
+            keys = np.fromiter(self.parts, dtype=np.int64, count=len(self.parts))
+            self.home.update(zip(keys.tolist(), home_nodes(keys, self.n).tolist(), strict=True))
+        self.node_rows: dict[int, _NodeRows] = {}
         self.pool: list[_Piece] = []
         self.pool_count: dict[int, int] = {}
-        # Each overflow-unload cycle shrinks the pool by at least tau * Lbar, so this
-        # bound is never reached by a correct run; it turns a bug into an error, not a hang.
-        self.budget = 100 * (len(keys) + n_nodes) * (1 + int(1 / tolerance))
+        n_rows = len(lk.key)
+        self.budget = 100 * (n_rows + self.n) * (1 + int(1 / view.tolerance))
+
+    def _track_row(self, k: int, d: int, r: int) -> None:
+        load = float(self.row_load[r])
+        self.parts.setdefault(k, {})[d] = [load, float(self.row_state[r]), r]
+        self.tracked_on[d][k] = None
+        self.key_total[k] = self.key_total.get(k, 0.0) + load
+        self.touched_rows.add(r)
+
+    def _rows_of(self, d: int) -> _NodeRows:
+        if d not in self.node_rows:
+            self.node_rows[d] = _NodeRows(self.view, d, self.mean + self.eps)
+            nr = self.node_rows[d]
+            end = nr.start + len(nr.key)
+            for r in self.touched_rows:  # tracked rows are searched as dynamic parts
+                if nr.start <= r < end:
+                    nr.discard(r - nr.start)
+        return self.node_rows[d]
 
     # ---- Algorithm 2 -------------------------------------------------------------------
-    def run(self) -> Parts:
+    def run(self) -> Delta:
         for d in range(self.n):
             if self.loads[d] > self.upper + self.eps:
                 self.unload(d)
         self.loading()
-        return self.result()
+        return self.delta()
 
     def underloaded(self) -> set[int]:
         return {t for t in range(self.n) if self.loads[t] < self.mean - self.eps}
@@ -119,8 +203,8 @@ class _Mnrt:
             return
         dstar = self.underloaded()
         ranked = []
-        for k in self.on_node[d]:
-            load, state = self.held[k][d]
+        for k in self.tracked_on[d]:
+            load, state, _ = self.parts[k][d]
             cell = self._unload_cell(k, d, load, chi, dstar)
             if cell is not None:
                 ranked.append((cell, state / load, -load, k))
@@ -134,21 +218,33 @@ class _Mnrt:
                 chi -= self._to_pool(k, d, -neg_load)
         if chi <= self.eps:
             return
-        # Fallback: heavy keys first (isolation), then smallest MC / L, then larger parts.
-        rest = sorted(
+        # Fallback: heavy keys first (isolation), then smallest MC / L, then larger parts:
+        # merge the tracked parts on d (sorted here) with d's untouched rows (searched).
+        dynamic = sorted(
             (self.key_total[k] <= self.mean + self.eps, st / ld, -ld, k)
-            for k, (ld, st) in ((k, self.held[k][d]) for k in self.on_node[d])
+            for k, (ld, st, _) in ((k, self.parts[k][d]) for k in self.tracked_on[d])
         )
-        for _, _, neg_load, k in rest:
-            if chi <= self.eps:
-                return
+        rows = self._rows_of(d)
+        i = 0
+        while chi > self.eps:
+            static = rows.best()
+            if i < len(dynamic) and (static is None or dynamic[i] < static[0]):
+                _, _, neg_load, k = dynamic[i]
+                i += 1
+            elif static is not None:
+                (_, _, neg_load, k), local = static
+                rows.discard(local)
+                self._track_row(k, d, rows.start + local)
+                self.home[k] = d  # an untracked key is whole on its home node
+            else:
+                break
             chi -= self._to_pool(k, d, min(-neg_load, chi))
 
     def _unload_cell(self, k: int, d: int, load: float, chi: float, dstar: set[int]) -> int | None:
         if load > chi + self.eps:
             return None  # a whole move would overshoot: only the fallback may split it
         home = self.home[k]
-        holders = self.held[k]
+        holders = self.parts[k]
         merge_targets = [t for t in holders if t != d and t in dstar]
         if d == home:
             return MERGE_OUT if merge_targets else None
@@ -162,13 +258,16 @@ class _Mnrt:
         return UNCHANGED_ACROSS if free > 0 else None
 
     def _to_pool(self, k: int, d: int, amount: float) -> float:
-        part = self.held[k][d]
+        part = self.parts[k][d]
         share = amount / part[0]
         state = part[1] * share
         if amount >= part[0] - self.eps:
             amount, state = part[0], part[1]
-            del self.held[k][d]
-            del self.on_node[d][k]
+            part[0], part[1] = 0.0, 0.0
+            del self.parts[k][d]
+            self.tracked_on[d].pop(k, None)
+            if part[2] >= 0:  # keep the row's entry (new load 0) for the delta
+                self.emptied.setdefault(k, {})[d] = part
         else:
             part[0] -= amount
             part[1] -= state
@@ -198,17 +297,26 @@ class _Mnrt:
             _, i, target = best
             piece = self.pool.pop(i)
             self.pool_count[piece.key] -= 1
-            part = self.held.setdefault(piece.key, {}).setdefault(target, [0.0, 0.0])
-            part[0] += piece.amount
-            part[1] += piece.state
-            self.on_node[target][piece.key] = None
-            self.loads[target] += piece.amount
+            self._place(piece, target)
             if self.loads[target] > self.upper + self.eps:
                 self.unload(target)
 
+    def _place(self, piece: _Piece, target: int) -> None:
+        k = piece.key
+        holders = self.parts[k]
+        part = holders.get(target)
+        if part is None:
+            emptied = self.emptied.get(k, {}).pop(target, None)
+            part = emptied if emptied is not None else [0.0, 0.0, -1]
+            holders[target] = part
+        part[0] += piece.amount
+        part[1] += piece.state
+        self.tracked_on[target][k] = None
+        self.loads[target] += piece.amount
+
     def _loading_cell(self, piece: _Piece, dstar: set[int], by_load: list[int]) -> tuple[int, int]:
         home = self.home[piece.key]
-        holders = self.held.get(piece.key, {})
+        holders = self.parts.get(piece.key, {})
         from_home = piece.origin == home
         merge = [t for t in by_load if t in holders]
         if merge:
@@ -223,18 +331,29 @@ class _Mnrt:
             return (UNCHANGED_OUT if whole else SPLIT_OUT), target
         return (UNCHANGED_ACROSS if whole else SPLIT_ACROSS), target
 
-    def result(self) -> Parts:
-        keys, nodes, loads, states = [], [], [], []
-        for k, holders in self.held.items():
-            for d, (ld, st) in holders.items():
-                keys.append(k)
-                nodes.append(d)
-                loads.append(ld)
-                states.append(st)
-        idle = self.static.load <= 0.0
-        return Parts(
-            key=np.r_[np.array(keys, dtype=np.int64), self.static.key[idle]],
-            node=np.r_[np.array(nodes, dtype=np.int32), self.static.node[idle]].astype(np.int32),
-            load=np.r_[np.array(loads, dtype=np.float64), self.static.load[idle]],
-            state=np.r_[np.array(states, dtype=np.float64), self.static.state[idle]],
+    def delta(self) -> Delta:
+        rows, new_load, new_state = [], [], []
+        add_key, add_node, add_load, add_state = [], [], [], []
+        for source in (self.parts, self.emptied):
+            for k, holders in source.items():
+                for d, (ld, st, r) in holders.items():
+                    if r >= 0:
+                        if ld == self.row_load[r] and st == self.row_state[r]:
+                            continue  # unchanged row
+                        rows.append(r)
+                        new_load.append(ld)
+                        new_state.append(st)
+                    elif ld > 0.0:
+                        add_key.append(k)
+                        add_node.append(d)
+                        add_load.append(ld)
+                        add_state.append(st)
+        return Delta(
+            rows=np.array(rows, dtype=np.int64),
+            new_load=np.array(new_load, dtype=np.float64),
+            new_state=np.array(new_state, dtype=np.float64),
+            add_key=np.array(add_key, dtype=np.int64),
+            add_node=np.array(add_node, dtype=np.int32),
+            add_load=np.array(add_load, dtype=np.float64),
+            add_state=np.array(add_state, dtype=np.float64),
         )

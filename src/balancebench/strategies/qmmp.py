@@ -8,63 +8,75 @@ Framework of Algorithm 2: every node above ``UL = (1 + tau) * Lbar`` unloads int
 - ``LOADINGSELECT(C)``: for each pooled piece and each node with ``L(d) <= Lbar`` in node
   order: ``chi = Lbar - L(d)``; load the whole piece if it fits, else ``chi`` of it.
 
-Keys are split freely, so every node ends at or below ``UL`` (the paper's "perfect"
-balance) at O(K) cost. Both phases are sequential fills ("pour in order"), done here
-with cumulative sums instead of a Python loop; the decisions are the algorithm's.
-"Storage order" is the row order of the ``KeyLoads`` the caller passes.
+Keys are split freely, so every node ends at or below ``UL`` at O(K) cost. "Storage
+order" is the order in which the node reported its keys (its rows of ``KeyLoads``). Both
+phases are sequential fills ("pour in order"): unloading reads each overloaded node's
+rows only up to ``chi`` (a cumulative sum over a growing prefix), loading is one merge
+of the pool with the free room; the decisions are exactly the algorithm's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from balancebench.routing import segment_starts
-from balancebench.strategies.base import Parts, Strategy, lay_end_to_end
+from balancebench.strategies.base import Delta, PlanView, Strategy, lay_end_to_end
+
+
+def unload_in_order(load: np.ndarray, chi: float) -> np.ndarray:
+    """Amount taken from each row, in order, until ``chi`` is taken (whole rows, then
+    a part of the row that crosses ``chi``). Reads only the prefix it needs."""
+    taken = np.zeros(0)
+    start = 0
+    size = 256
+    while chi > 0 and start < len(load):
+        chunk = load[start : start + size]
+        cum = np.cumsum(chunk)
+        take = np.clip(chi - (cum - chunk), 0.0, chunk)
+        taken = np.r_[taken, take]
+        chi -= float(cum[-1])
+        start += len(chunk)
+        size *= 4
+    return taken
 
 
 class QmmpStrategy(Strategy):
     name = "qmmp"
     reference = "paper 000 §4.2 Algorithm 3 (QMMP)"
 
-    def _rebalance(self, parts: Parts, n_nodes: int, tolerance: float) -> Parts:
-        loads = np.bincount(parts.node, weights=parts.load, minlength=n_nodes)
-        mean = loads.sum() / n_nodes
-        upper = (1.0 + tolerance) * mean
-        eps = 1e-12 * loads.sum() + 1e-9
-        over = loads > upper + eps
-        if not over.any():
-            return parts
-
-        # UNLOAD: rows of overloaded nodes, grouped by node, in storage order.
-        rows = np.flatnonzero(over[parts.node])
-        rows = rows[np.argsort(parts.node[rows], kind="stable")]
-        node, load = parts.node[rows], parts.load[rows]
-        starts = segment_starts(node)
-        cum = np.cumsum(load)
-        before = cum - load - np.repeat(np.r_[0.0, cum][starts], np.diff(np.r_[starts, len(rows)]))
-        chi = (loads - upper)[node]
-        take = np.clip(chi - before, 0.0, load)
-        pooled = take > eps
-        rows, take = rows[pooled], take[pooled]
-        share = take / parts.load[rows]
-        pool_key, pool_amt = parts.key[rows], take
-        pool_state = parts.state[rows] * share
-        remaining = parts.load.copy()
-        remaining_state = parts.state.copy()
-        remaining[rows] -= take
-        remaining_state[rows] -= pool_state
-        loads = loads - np.bincount(parts.node[rows], weights=take, minlength=n_nodes)
-
+    def _rebalance(self, view: PlanView) -> Delta:
+        loads = view.loads
+        over = np.flatnonzero(view.node_loads > view.upper + view.eps)
+        if len(over) == 0:
+            return Delta.empty()
+        # UNLOAD each overloaded node, in node order, its keys in storage order.
+        rows, taken = [], []
+        after = view.node_loads.copy()
+        for d in over:
+            start = int(view.offsets[d])
+            take = unload_in_order(loads.load[view.rows(d)], view.node_loads[d] - view.upper)
+            hit = np.flatnonzero(take > view.eps)
+            rows.append(start + hit)
+            taken.append(take[hit])
+            after[d] -= take[hit].sum()
+        row = np.concatenate(rows)
+        amount = np.concatenate(taken)
+        share = amount / loads.load[row]
+        pool_key = loads.key[row]
+        pool_state = loads.state[row] * share
         # LOADING: fill nodes at or below the mean, in node order, up to the mean.
-        dest = np.flatnonzero((loads <= mean) & (mean - loads > eps))
-        room = mean - loads[dest]
-        room[-1] += max(0.0, pool_amt.sum() - room.sum())  # float slack goes to the last node
-        pi, di, amount = lay_end_to_end(
-            np.zeros(len(pool_amt), np.int8), pool_amt, np.zeros(len(room), np.int8), room, 0.0
+        dest = np.flatnonzero((after <= view.mean) & (view.mean - after > view.eps))
+        room = view.mean - after[dest]
+        room[-1] += max(0.0, amount.sum() - room.sum())  # float slack goes to the last node
+        pi, di, piece = lay_end_to_end(
+            np.zeros(len(amount), np.int8), amount, np.zeros(len(room), np.int8), room, 0.0
         )
-        return Parts(
-            key=np.r_[parts.key, pool_key[pi]],
-            node=np.r_[parts.node, dest[di]].astype(np.int32),
-            load=np.r_[remaining, amount],
-            state=np.r_[remaining_state, pool_state[pi] * amount / pool_amt[pi]],
+        return Delta(
+            rows=row,
+            new_load=loads.load[row] - amount,
+            new_state=loads.state[row] - pool_state,
+            add_key=pool_key[pi],
+            add_node=dest[di].astype(np.int32),
+            add_load=piece,
+            add_state=pool_state[pi] * piece / amount[pi],
+            add_src_row=row[pi],
         )
