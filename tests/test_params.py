@@ -1,6 +1,7 @@
 import pytest
 
 from balancebench.params import defaults, validate_params
+from balancebench.strategies import STRATEGIES
 
 
 def test_defaults_are_valid():
@@ -26,5 +27,14 @@ def test_bad_params_name_the_field(bad, needle):
 
 
 def test_enum_message_lists_allowed_values():
-    with pytest.raises(ValueError, match=r"\['hash', 'mnrt', 'qmmp'\]"):
+    allowed = ", ".join(repr(n) for n in sorted(STRATEGIES))
+    with pytest.raises(ValueError) as err:
         validate_params({"strategies": ["nope"]})
+    assert f"'nope' is not one of [{allowed}]" in str(err.value)
+
+
+def test_strategy_params_are_params():
+    p = validate_params({"readj_max_iterations": 5, "balanceload_buckets": 64})
+    assert p["readj_max_iterations"] == 5 and p["pkg_senders"] == 4
+    with pytest.raises(ValueError, match="balanceload_buckets: 0 is less than the minimum of 1"):
+        validate_params({"balanceload_buckets": 0})

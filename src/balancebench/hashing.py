@@ -78,12 +78,22 @@ def home_nodes(keys: np.ndarray, n_nodes: int) -> np.ndarray:
     return np.mod(h, n_nodes).astype(np.int32)
 
 
+def salted_hash(values: np.ndarray, salt: int) -> np.ndarray:
+    """SQL ``hash(value, CAST(salt AS BIGINT))``: a second Murmur3 round keyed by the first,
+    an independent hash function per salt (int32, like Spark)."""
+    first = murmur3_hash_long(values)
+    return murmur3_hash_long(np.full(first.shape, salt, dtype=np.int64), seed=first)
+
+
 def fraction_units(tuple_ids: np.ndarray) -> np.ndarray:
     """Deterministic uniform integer in ``[0, 2^20)`` per tuple id (storage routing ONE)."""
-    first = murmur3_hash_long(tuple_ids)
-    salt = np.full(first.shape, TUPLE_HASH_SALT, dtype=np.int64)
-    h = murmur3_hash_long(salt, seed=first).astype(np.int64)
+    h = salted_hash(tuple_ids, TUPLE_HASH_SALT).astype(np.int64)
     return np.mod(h, FRACTION_UNITS).astype(np.int64)
+
+
+def salted_nodes(keys: np.ndarray, salt: int, n: int) -> np.ndarray:
+    """``pmod(hash(key, salt), n)``: a hash function of the key other than ``F(k)``."""
+    return np.mod(salted_hash(keys, salt).astype(np.int64), n).astype(np.int32)
 
 
 def partition_surrogates(n_nodes: int, search_limit: int = 1 << 20) -> np.ndarray:

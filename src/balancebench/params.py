@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from balancebench.strategies import STRATEGIES
+from balancebench.strategies import STRATEGIES, strategy_param_name
 
 EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
     "strategies": {
@@ -104,6 +104,15 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "description": "Experiment the parent and child runs are logged to.",
     },
 }
+
+# Every strategy's own parameters, as Params named <strategy>_<param>.
+for _name, _cls in STRATEGIES.items():
+    for _param, _spec in _cls.param_schema.items():
+        EXPERIMENT_PARAMS[strategy_param_name(_name, _param)] = {
+            **_spec,
+            "title": f"{_name}: {_param}",
+            "description": f"[{_name}] {_spec.get('description', '')}".strip(),
+        }
 
 _SCHEMA = {
     "type": "object",

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from balancebench.hashing import FRACTION_BITS, FRACTION_UNITS, fraction_units, home_nodes
+from balancebench.hashing import (
+    FRACTION_BITS,
+    FRACTION_UNITS,
+    fraction_units,
+    home_nodes,
+    salted_nodes,
+)
 
 _SEGMENT_SHIFT = FRACTION_BITS + 1
 
@@ -251,3 +257,47 @@ class RoutingTable:
             "lo_units": self.lo_units.astype(np.int64),
             "hi_units": self.hi_units.astype(np.int64),
         }
+
+
+#: Salt of paper 001's bucket function ``b = H(k) mod B`` (independent of ``F(k)``).
+BUCKET_SALT = 0xB0C7E7
+
+
+@dataclass(frozen=True)
+class BucketMap:
+    """Paper 001's bucket map proxy: key -> bucket ``H(k) mod B`` -> ``owner[bucket]``.
+
+    The initial map deals buckets round robin (``owner[b] = b mod N``); an *entry* (cost
+    ``O2``, comparable with ``Y``) is a bucket whose owner differs from that default.
+    Keys are never split.
+    """
+
+    n_nodes: int
+    owner: np.ndarray
+
+    @classmethod
+    def default(cls, n_nodes: int, n_buckets: int) -> BucketMap:
+        return cls(n_nodes, (np.arange(n_buckets) % n_nodes).astype(np.int32))
+
+    @property
+    def n_buckets(self) -> int:
+        return len(self.owner)
+
+    def buckets(self, keys: np.ndarray) -> np.ndarray:
+        return salted_nodes(np.asarray(keys, dtype=np.int64), BUCKET_SALT, self.n_buckets)
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.owner != np.arange(self.n_buckets) % self.n_nodes))
+
+    @property
+    def split_keys(self) -> int:
+        return 0
+
+    def storage_nodes(self, keys: np.ndarray, tuple_ids: np.ndarray | None = None) -> np.ndarray:
+        return self.owner[self.buckets(keys)]
+
+    def nodes_per_key(self, keys: np.ndarray) -> np.ndarray:
+        return np.ones(len(keys), dtype=np.int64)
+
+    def operator_nodes(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.arange(len(keys)), self.storage_nodes(keys)

@@ -3,30 +3,65 @@
 >>> strategy = get_strategy("mnrt", n_nodes=8)
 >>> plan = strategy.plan(loads, n_nodes=8, tolerance=0.05)      # doctest: +SKIP
 >>> nodes = strategy.routing.storage_nodes(keys, tuple_ids)     # doctest: +SKIP
+
+Per-tuple strategies (``per_tuple = True``: pkg, dchoices, wchoices) never plan; they
+route each sender's tuples in order with ``route_sender``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from balancebench.strategies.balanceload import BalanceLoadStrategy
 from balancebench.strategies.base import OPERATORS, Delta, MigrationPlan, PlanView, Strategy
 from balancebench.strategies.hash import HashStrategy
 from balancebench.strategies.mnrt import MnrtStrategy
+from balancebench.strategies.pkg import DChoicesStrategy, PkgStrategy, WChoicesStrategy
 from balancebench.strategies.qmmp import QmmpStrategy
+from balancebench.strategies.readj import ReadjStrategy
 
 #: name -> class; add a strategy by writing its module and listing it here.
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (HashStrategy, QmmpStrategy, MnrtStrategy)
+    cls.name: cls
+    for cls in (
+        HashStrategy,
+        QmmpStrategy,
+        MnrtStrategy,
+        ReadjStrategy,
+        PkgStrategy,
+        DChoicesStrategy,
+        WChoicesStrategy,
+        BalanceLoadStrategy,
+    )
 }
 
 
-def get_strategy(name: str, **params: object) -> Strategy:
+def get_strategy(name: str, **params: Any) -> Strategy:
     """A new strategy instance; an unknown name or parameter raises ``ValueError``."""
     if name not in STRATEGIES:
         raise ValueError(f"strategy: unknown {name!r}; allowed values: {sorted(STRATEGIES)}")
-    cls = STRATEGIES[name]
     try:
-        return cls(**params)
+        return STRATEGIES[name](**params)
     except TypeError as exc:
         raise ValueError(f"strategy {name!r}: bad parameters {sorted(params)}: {exc}") from exc
+
+
+def strategy_param_name(strategy: str, param: str) -> str:
+    """The DAG Param that carries a strategy's parameter: ``<strategy>_<param>``."""
+    return f"{strategy}_{param}"
+
+
+def strategy_settings(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A strategy's own parameters picked from the experiment Params."""
+    return {
+        p: params[strategy_param_name(name, p)]
+        for p in STRATEGIES[name].param_schema
+        if strategy_param_name(name, p) in params
+    }
+
+
+def is_per_tuple(name: str) -> bool:
+    return bool(getattr(STRATEGIES[name], "per_tuple", False))
 
 
 __all__ = [
@@ -37,4 +72,7 @@ __all__ = [
     "PlanView",
     "Strategy",
     "get_strategy",
+    "is_per_tuple",
+    "strategy_param_name",
+    "strategy_settings",
 ]

@@ -82,6 +82,8 @@ class Delta:
     #: Optional: the row each added part was taken from (all of its load and state).
     #: A strategy that knows it lets the plan skip matching sources to sinks.
     add_src_row: np.ndarray | None = None
+    #: Strategy-specific facts about the plan (e.g. why a budgeted search stopped).
+    info: dict[str, Any] | None = None
 
     @classmethod
     def empty(cls) -> Delta:
@@ -121,6 +123,8 @@ class MigrationPlan:
     node_loads_after: np.ndarray = field(repr=False)
     #: False when the strategy stopped (budget, no improving move) above the tolerance.
     reached_tolerance: bool = True
+    #: Strategy-specific facts (``Delta.info``), e.g. readj's stop reason.
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def routing_table_entries(self) -> int:
@@ -385,6 +389,7 @@ def _finish_plan(name: str, view: PlanView, delta: Delta, started: float) -> Mig
             router_after,
             migrated,
             node_loads_after,
+            delta.info,
         )
     loads = view.loads
     rows = np.asarray(delta.rows, dtype=np.int64)
@@ -424,7 +429,17 @@ def _finish_plan(name: str, view: PlanView, delta: Delta, started: float) -> Mig
         + np.bincount(a_node, weights=a_load, minlength=view.n_nodes)
     )
     return _plan(
-        name, view, started, m_key, m_amt, m_from, m_to, router_after, migrated, node_loads_after
+        name,
+        view,
+        started,
+        m_key,
+        m_amt,
+        m_from,
+        m_to,
+        router_after,
+        migrated,
+        node_loads_after,
+        delta.info,
     )
 
 
@@ -439,6 +454,7 @@ def _plan(
     router_after: Any,
     migrated: float,
     node_loads_after: np.ndarray,
+    info: dict[str, Any] | None,
 ) -> MigrationPlan:
     plan_time_ms = (time.perf_counter() - started) * 1e3
     imb_after = imbalance(node_loads_after)
@@ -459,6 +475,7 @@ def _plan(
         node_loads_before=view.node_loads,
         node_loads_after=node_loads_after,
         reached_tolerance=imb_after <= view.tolerance + 1e-9,
+        info=dict(info or {}),
     )
 
 

@@ -1,0 +1,209 @@
+"""Per-tuple strategies: ``pkg``, ``dchoices``, ``wchoices``. No plan, no migration.
+
+- ``pkg`` (Partial Key Grouping, Nasir et al., ICDE 2015; reference code
+  github.com/gdfm/partial-key-grouping): each key has two candidate nodes, ``F(k)`` and a
+  second hash ``H2(k)``; each of the ``N_U`` senders sends a tuple to the candidate it has
+  sent fewer tuples to so far (its *local* load estimate; ties go to ``F(k)``). A key
+  lands on at most two nodes, so an aggregation merges at most two partials per key.
+  It cannot serve joins that need a key's whole history on one node.
+- ``dchoices`` / ``wchoices`` (Nasir et al., ICDE 2016, "When two choices are not
+  enough"), beyond paper 000: each sender detects heavy hitters with a Space-Saving
+  sketch; a key whose estimated frequency is at least ``heavy_share`` of the tuples the
+  sender has seen gets ``d`` candidates (``dchoices``) or every node (``wchoices``); the
+  others keep two.
+
+The sketch is updated once per chunk of ``sketch_chunk`` tuples, before that chunk is
+routed, by merging the chunk's exact counts into the summary (the mergeable-summary
+update of Space-Saving: a key new to a full summary starts from its minimum count; the
+``capacity`` largest counters are kept). Choosing among candidates is sequential per
+sender (each choice changes the sender's load vector) and runs as a plain loop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from balancebench.hashing import home_nodes, salted_nodes
+from balancebench.strategies.base import Strategy
+
+#: Salts of the extra hash functions H2, H3, ... (H1 is F(k)).
+CHOICE_SALTS = tuple(0x9C1 + 7919 * i for i in range(64))
+
+
+@dataclass
+class SenderState:
+    """What one upstream instance knows: tuples it sent per node, and its sketch."""
+
+    sent: np.ndarray
+    seen: int = 0
+    sketch_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sketch_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
+    """``(len(keys), d)`` candidate nodes: ``F(k)``, then ``d - 1`` salted hashes."""
+    keys = np.asarray(keys, dtype=np.int64)
+    cols = [home_nodes(keys, n_nodes)]
+    cols += [salted_nodes(keys, CHOICE_SALTS[j], n_nodes) for j in range(d - 1)]
+    return np.stack(cols, axis=1)
+
+
+def space_saving_merge(
+    keys: np.ndarray, counts: np.ndarray, chunk: np.ndarray, capacity: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge a chunk's exact counts into a Space-Saving summary of ``capacity`` counters."""
+    uk, uc = np.unique(chunk, return_counts=True)
+    floor = int(counts.min()) if len(counts) >= capacity else 0
+    known = np.isin(uk, keys)
+    merged_keys = np.r_[keys, uk[~known]]
+    merged_counts = np.r_[counts, uc[~known] + floor]
+    if known.any():
+        pos = np.searchsorted(keys, uk[known]) if len(keys) else np.zeros(0, np.int64)
+        merged_counts[pos] += uc[known]
+    if len(merged_keys) > capacity:
+        top = np.argpartition(-merged_counts, capacity - 1)[:capacity]
+        merged_keys, merged_counts = merged_keys[top], merged_counts[top]
+    order = np.argsort(merged_keys)
+    return merged_keys[order], merged_counts[order]
+
+
+class PkgStrategy(Strategy):
+    name = "pkg"
+    reference = "Nasir et al., ICDE 2015 (paper 000 baseline PKG)"
+    plans = False
+    per_tuple = True
+    operators = frozenset({"aggregate"})
+    param_schema: dict[str, dict[str, Any]] = {
+        "senders": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1024,
+            "default": 4,
+            "description": "Upstream instances N_U, each with its own load estimates "
+            "(tuple i is sent by sender i mod N_U).",
+        },
+    }
+
+    def new_sender_state(self, n_nodes: int) -> SenderState:
+        return SenderState(sent=np.zeros(n_nodes, dtype=np.int64))
+
+    def n_choices(self, n_nodes: int) -> int:
+        """Candidates of a heavy key (2 for plain PKG)."""
+        return 2
+
+    def heavy(self, keys: np.ndarray, state: SenderState, n_nodes: int) -> np.ndarray:
+        """Which tuples of the next chunk belong to heavy hitters (none for plain PKG);
+        called before ``state.seen`` counts the chunk."""
+        return np.zeros(len(keys), dtype=bool)
+
+    def route_sender(self, keys: np.ndarray, state: SenderState) -> np.ndarray:
+        """Nodes of one sender's tuples, in arrival order; updates ``state``."""
+        n_nodes = len(state.sent)
+        keys = np.asarray(keys, dtype=np.int64)
+        d = min(self.n_choices(n_nodes), n_nodes)
+        all_nodes = d == n_nodes and d > 2
+        cand = candidates(keys, n_nodes, 2 if all_nodes else max(d, 2))
+        out = np.empty(len(keys), dtype=np.int32)
+        sent = state.sent.tolist()
+        chunk = max(int(self.settings.get("sketch_chunk", len(keys) or 1)), 1)
+        for start in range(0, len(keys), chunk):
+            stop = min(start + chunk, len(keys))
+            heavy = self.heavy(keys[start:stop], state, n_nodes).tolist()
+            state.seen += stop - start
+            first = cand[start:stop, 0].tolist()
+            second = cand[start:stop, 1].tolist()
+            rest = cand[start:stop, :d].tolist() if d > 2 and not all_nodes else None
+            for i in range(stop - start):
+                if heavy[i] and all_nodes:
+                    j = min(range(n_nodes), key=sent.__getitem__)  # ties: lower node
+                elif heavy[i] and rest is not None:
+                    j = min(rest[i], key=sent.__getitem__)  # ties: earlier candidate
+                else:
+                    a, b = first[i], second[i]
+                    j = a if sent[a] <= sent[b] else b
+                sent[j] += 1
+                out[start + i] = j
+        state.sent = np.array(sent, dtype=np.int64)
+        return out
+
+    def route(
+        self, keys: np.ndarray, senders: np.ndarray, states: dict[int, SenderState], n_nodes: int
+    ) -> np.ndarray:
+        """Route tuples given in arrival order with their sender; ``states`` persist."""
+        senders = np.asarray(senders)
+        out = np.empty(len(keys), dtype=np.int32)
+        for s in np.unique(senders).tolist():
+            idx = np.flatnonzero(senders == s)
+            state = states.setdefault(s, self.new_sender_state(n_nodes))
+            out[idx] = self.route_sender(np.asarray(keys)[idx], state)
+        return out
+
+
+class _HeavyHitterStrategy(PkgStrategy):
+    param_schema = {
+        **PkgStrategy.param_schema,
+        "heavy_share": {
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "default": None,
+            "description": "Heavy-hitter threshold theta as a share of the tuples a sender "
+            "has seen; null means 1 / (5 N).",
+        },
+        "capacity": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "Space-Saving counters per sender; null means ceil(10 / theta).",
+        },
+        "sketch_chunk": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1024,
+            "description": "Tuples per sketch update.",
+        },
+    }
+
+    def theta(self, n_nodes: int) -> float:
+        share = self.settings["heavy_share"]
+        return float(share) if share is not None else 1.0 / (5 * n_nodes)
+
+    def heavy(self, keys: np.ndarray, state: SenderState, n_nodes: int) -> np.ndarray:
+        theta = self.theta(n_nodes)
+        capacity = self.settings["capacity"] or math.ceil(10 / theta)
+        state.sketch_keys, state.sketch_counts = space_saving_merge(
+            state.sketch_keys, state.sketch_counts, keys, capacity
+        )
+        seen = state.seen + len(keys)
+        hot = state.sketch_keys[state.sketch_counts >= theta * seen]
+        return np.isin(keys, hot)
+
+
+class DChoicesStrategy(_HeavyHitterStrategy):
+    name = "dchoices"
+    reference = "Nasir et al., ICDE 2016 (D-Choices), beyond paper 000"
+    param_schema = {
+        **_HeavyHitterStrategy.param_schema,
+        "d": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 64,
+            "default": 4,
+            "description": "Candidates of a heavy hitter (capped at N).",
+        },
+    }
+
+    def n_choices(self, n_nodes: int) -> int:
+        return min(int(self.settings["d"]), n_nodes)
+
+
+class WChoicesStrategy(_HeavyHitterStrategy):
+    name = "wchoices"
+    reference = "Nasir et al., ICDE 2016 (W-Choices), beyond paper 000"
+
+    def n_choices(self, n_nodes: int) -> int:
+        return n_nodes
