@@ -21,9 +21,10 @@ from balancebench import replay, tracking
 from balancebench.generators import load_manifest
 from balancebench.params import validate_params
 from balancebench.paths import results_dir
-from balancebench.strategies import get_strategy
+from balancebench.strategies import get_strategy, strategy_settings
 
 WORKLOAD = "topk"
+WORKLOAD_OPERATOR = "aggregate"
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,14 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         raise ValueError(
             f"strategy: {spec.strategy!r} is not in params.strategies {params['strategies']}"
         )
-    strategy = get_strategy(spec.strategy, n_nodes=params["n_nodes"])
+    strategy = get_strategy(
+        spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
+    )
+    if WORKLOAD_OPERATOR not in strategy.operators:
+        raise ValueError(
+            f"strategy: {spec.strategy!r} cannot serve the {WORKLOAD} workload "
+            f"(operator {WORKLOAD_OPERATOR!r}; it serves {sorted(strategy.operators)})"
+        )
     manifest = load_manifest(spec.dataset_dir)
     files = [str(Path(spec.dataset_dir) / f) for f in manifest.files]
     interval_s = replay.batch_interval_s(
@@ -126,7 +134,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         "spark_master": sc.master,
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
-        **{f"strategy_{k}": str(v) for k, v in strategy.params().items()},
+        **{f"strategy.{k}": str(v) for k, v in strategy.params().items()},
     }
     tags = {
         tracking.ROLE_TAG: "child",

@@ -65,3 +65,34 @@ def test_partition_i_holds_node_i(spark):
     )
     assert len(out) == n_nodes
     assert (out["node"] == out["pid"]).all()
+
+
+def test_bucket_map_routing_equals_numpy(spark):
+    from balancebench.routing import BucketMap
+
+    rng = np.random.default_rng(5)
+    owner = rng.integers(0, 7, 300).astype(np.int32)
+    buckets = BucketMap(7, owner)
+    keys = rng.integers(-(10**12), 10**12, 20_000)
+    df = spark.createDataFrame(pd.DataFrame({"tuple_id": np.arange(len(keys)), "key": keys}))
+    out = with_storage_node(spark, df, buckets).select("tuple_id", "node").toPandas()
+    out = out.sort_values("tuple_id")
+    assert np.array_equal(out["node"].to_numpy(), buckets.storage_nodes(keys))
+
+
+def test_per_tuple_routing_in_spark_equals_the_library(spark):
+    from balancebench.spark.routing import with_per_tuple_node
+    from balancebench.strategies import get_strategy
+
+    rng = np.random.default_rng(6)
+    p = np.arange(1, 201, dtype=float) ** -1.3
+    keys = rng.choice(200, 30_000, p=p / p.sum()).astype(np.int64)
+    ids = np.arange(len(keys), dtype=np.int64)
+    strategy = get_strategy("dchoices", n_nodes=8, senders=3)
+    expected = strategy.route(keys, ids % 3, {}, 8)
+    df = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys})).repartition(5)
+    states: dict = {}
+    got = with_per_tuple_node(df, strategy, states, 8, 3).toPandas()
+    data = got[got["tuple_id"] >= 0].sort_values("tuple_id")
+    assert np.array_equal(data["node"].to_numpy(), expected)
+    assert sorted(got.loc[got["tuple_id"] < 0, "sender"]) == [0, 1, 2]

@@ -40,11 +40,20 @@ def test_every_strategy_passes_the_oracle(spark, stream, name):
     for b in run.batches:
         assert len(b.node_run_time_s) == 5 and (b.node_run_time_s >= 0).all()
         assert len(b.topk) == 10
-    if name != "hash":
+    first = run.batches[0].imbalance_max_over_mean
+    later = max(b.imbalance_max_over_mean for b in run.batches[1:])
+    if name in ("qmmp", "mnrt"):
         # Batches after the first are routed by the plan made from the previous batch.
-        assert run.batches[0].imbalance_max_over_mean > 0.3
-        assert max(b.imbalance_max_over_mean for b in run.batches[1:]) < 0.2
+        assert first > 0.3 and later < 0.2
         assert run.batches[-1].routing_table_entries > 0
+    elif name in ("readj", "balanceload"):  # whole keys: a hot key bounds the balance
+        assert later <= first
+    elif name == "pkg":  # per tuple from the first batch on, but a key gets only 2 nodes
+        hash_run = run_topk(spark, stream, get_strategy("hash"), n_nodes=5, n_batches=4,
+                            tolerance=0.05, top_k=10)
+        assert max(first, later) < min(b.imbalance_max_over_mean for b in hash_run.batches)
+    elif name in ("dchoices", "wchoices"):  # heavy hitters get more than 2 nodes
+        assert max(first, later) < 0.2
 
 
 def test_oracle_catches_a_lost_tuple(spark, stream, monkeypatch):

@@ -10,12 +10,16 @@ whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import pickle
+from typing import Any
+
 from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
-from balancebench.routing import RoutingTable
+from balancebench.routing import BUCKET_SALT, BucketMap, RoutingTable
 
 
 def home_node(key: str, n_nodes: int) -> Column:
@@ -32,12 +36,14 @@ def fraction_unit(tuple_id: str) -> Column:
 def with_storage_node(
     spark: SparkSession,
     df: DataFrame,
-    table: RoutingTable,
+    table: RoutingTable | BucketMap,
     key: str = "key",
     tuple_id: str = "tuple_id",
     out: str = "node",
 ) -> DataFrame:
     """``df`` plus column ``out``: the storage node of each tuple under ``table``."""
+    if isinstance(table, BucketMap):
+        return df.withColumn(out, bucket_owner(key, table))
     home = home_node(key, table.n_nodes)
     if len(table) == 0:
         return df.withColumn(out, home)
@@ -57,6 +63,54 @@ def with_storage_node(
     return joined.withColumn(out, F.coalesce(F.col("_rt_node"), home)).drop(
         "_u", "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
     )
+
+
+def bucket_owner(key: str, buckets: BucketMap) -> Column:
+    """``owner[pmod(hash(key, BUCKET_SALT), B)]``, equal to ``BucketMap.storage_nodes``."""
+    bucket = F.pmod(F.hash(F.col(key), F.lit(BUCKET_SALT).cast("bigint")), F.lit(buckets.n_buckets))
+    owners = F.array(*[F.lit(int(o)) for o in buckets.owner])
+    return F.element_at(owners, bucket + 1).cast("int")
+
+
+ROUTED_SCHEMA = "sender int, tuple_id long, key long, node int, state binary"
+
+
+def with_per_tuple_node(
+    df: DataFrame, strategy: Any, states: dict[int, Any], n_nodes: int, senders: int
+) -> DataFrame:
+    """Per-tuple routing (pkg, dchoices, wchoices) with Spark running each sender.
+
+    Tuple ``i`` is sent by upstream instance ``i mod senders``; each sender's tuples are
+    routed in ``tuple_id`` order by ``strategy.route_sender`` (vectorised Arrow in, a
+    sequential choice loop inside), starting from the sender's state ``states[s]`` (its
+    load estimates and sketch from earlier batches). The result has the routed tuples
+    (``state`` null) and one row per sender with ``tuple_id = -1`` carrying its new state
+    (pickled): the caller collects those and passes them to the next batch.
+    """
+    blobs = {s: pickle.dumps(st) for s, st in states.items()}
+
+    def route_group(table: pa.Table) -> pa.Table:
+        sender = int(table.column("sender")[0].as_py())
+        order = np.argsort(table.column("tuple_id").to_numpy(), kind="stable")
+        ids = table.column("tuple_id").to_numpy()[order]
+        keys = table.column("key").to_numpy()[order]
+        state = pickle.loads(blobs[sender]) if sender in blobs else strategy.new_sender_state(
+            n_nodes
+        )
+        nodes = strategy.route_sender(keys, state)
+        n = len(ids)
+        return pa.table(
+            {
+                "sender": pa.array(np.full(n + 1, sender, dtype=np.int32)),
+                "tuple_id": pa.array(np.r_[ids, -1].astype(np.int64)),
+                "key": pa.array(np.r_[keys, 0].astype(np.int64)),
+                "node": pa.array(np.r_[nodes, -1].astype(np.int32)),
+                "state": pa.array([None] * n + [pickle.dumps(state)], type=pa.binary()),
+            }
+        )
+
+    tagged = df.withColumn("sender", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
+    return tagged.groupBy("sender").applyInArrow(route_group, schema=ROUTED_SCHEMA)
 
 
 def partition_by_node(df: DataFrame, n_nodes: int, node: str = "node") -> DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -33,6 +34,8 @@ BASE_CONF = {
 def get_session(app_name: str, master: str | None = None, conf: dict | None = None) -> SparkSession:
     """A session with :data:`BASE_CONF`; ``master`` only when not set by ``spark-submit``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers (per-tuple routing) import balancebench: use this interpreter.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     events = local_dir() / "spark-events"
     events.mkdir(parents=True, exist_ok=True)

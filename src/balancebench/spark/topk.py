@@ -33,7 +33,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.loads import KeyLoads, imbalance
-from balancebench.spark.routing import partition_by_node, with_storage_node
+import pickle
+
+from balancebench.spark.routing import partition_by_node, with_per_tuple_node, with_storage_node
 from balancebench.spark.task_metrics import TaskMetricsReader
 from balancebench.strategies import MigrationPlan, Strategy
 
@@ -108,13 +110,26 @@ def run_topk(
     sc = spark.sparkContext
     reader = TaskMetricsReader(sc)
     run = TopkRun()
+    per_tuple = getattr(strategy, "per_tuple", False)
+    sender_states: dict[int, object] = {}
     for b in range(n_batches):
         started = time.perf_counter()
         group = f"balancebench-{strategy.name}-batch-{b}-{time.time_ns()}"
-        sc.setJobGroup(group, f"{strategy.name} batch {b}: route and count per node")
         table = strategy.routing_for(n_nodes)
         batch_df = stream.where(F.col("batch") == b).select("tuple_id", "key")
-        routed = partition_by_node(with_storage_node(spark, batch_df, table), n_nodes)
+        routed_all = None
+        if per_tuple:
+            sc.setJobGroup(group + "-route", f"{strategy.name} batch {b}: per-sender routing")
+            routed_all = with_per_tuple_node(
+                batch_df, strategy, sender_states, n_nodes, int(strategy.settings["senders"])
+            ).persist()
+            for row in routed_all.where(F.col("tuple_id") < 0).select("sender", "state").collect():
+                sender_states[int(row["sender"])] = pickle.loads(row["state"])
+            with_node = routed_all.where(F.col("tuple_id") >= 0).select("tuple_id", "key", "node")
+        else:
+            with_node = with_storage_node(spark, batch_df, table)
+        sc.setJobGroup(group, f"{strategy.name} batch {b}: route and count per node")
+        routed = partition_by_node(with_node, n_nodes)
         partials_df = (
             routed.withColumn("pid", F.spark_partition_id())
             .groupBy("_surrogate", "pid", "node", "key")
@@ -153,6 +168,8 @@ def run_topk(
             and topk == ref_topk
         )
         partials_df.unpersist()
+        if routed_all is not None:
+            routed_all.unpersist()
         result = BatchResult(
             batch=b,
             tuples=int(node_tuples.sum()),
