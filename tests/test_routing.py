@@ -54,3 +54,42 @@ def test_zero_width_share_is_dropped():
     (k,) = _keys_with_home(2, [0])
     table = RoutingTable.from_parts(np.array([k, k]), np.array([0, 1]), np.array([1e9, 1e-6]), 2)
     assert len(table) == 0
+
+
+def test_operator_routing_all_sends_to_every_part():
+    a, b = _keys_with_home(4, [0, 1])
+    table = RoutingTable.from_parts(
+        np.array([a, a, a, b]), np.array([0, 2, 3, 2]), np.array([1.0, 1.0, 2.0, 5.0]), 4
+    )
+    other = 10**9 + 7
+    idx, nodes = table.operator_nodes(np.array([a, b, other]))
+    pairs = sorted(zip(idx.tolist(), nodes.tolist(), strict=True))
+    home_other = int(home_nodes(np.array([other]), 4)[0])
+    assert pairs == [(0, 0), (0, 2), (0, 3), (1, 2), (2, home_other)]
+    assert table.nodes_per_key(np.array([a, b, other])).tolist() == [3, 1, 1]
+
+
+def test_predicate_routing_for_a_band_join():
+    # |k1 - k2| <= 1: a probe for key k must reach every node holding k - 1, k or k + 1.
+    keys = np.arange(100, 110, dtype=np.int64)
+    table = RoutingTable.from_parts(
+        np.array([104, 104, 105]), np.array([0, 1, 3]), np.array([1.0, 1.0, 1.0]), 4
+    )
+    idx, nodes = table.predicate_nodes(np.array([103]), 1)
+    expected = {int(home_nodes(np.array([102]), 4)[0]), 0, 1}
+    expected |= {int(n) for n in table.operator_nodes(np.array([103]))[1]}
+    assert idx.tolist() == [0] * len(expected)
+    assert set(nodes.tolist()) == expected
+    assert len(keys)  # keys outside Y use F(k)
+
+
+def test_replicated_probe_tuples_counts_extra_copies():
+    import balancebench.strategies as s
+    from balancebench.loads import KeyLoads
+
+    a, b = _keys_with_home(2, [0, 0])
+    loads = KeyLoads.from_counts(np.array([a, b]), np.array([0, 0]), np.array([100.0, 10.0]))
+    plan = s.get_strategy("qmmp", n_nodes=2).plan(loads, n_nodes=2, tolerance=0.05)
+    split = plan.routing_table.keys.tolist()
+    probes = plan.replicated_probe_tuples(np.array([a, b]), np.array([7.0, 3.0]))
+    assert probes == sum({a: 7.0, b: 3.0}[k] for k in split)  # one extra copy per split key

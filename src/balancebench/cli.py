@@ -126,6 +126,23 @@ def _fmt(value: object) -> str:
 
 
 @app.command()
+def strategies() -> None:
+    """List the strategies, what they implement, and their own Params."""
+    from balancebench.strategies import STRATEGIES, strategy_param_name
+
+    table = Table(title="strategies (select with CONF '{\"strategies\": [...]}')")
+    for col in ("name", "implements", "operators", "Params (default)"):
+        table.add_column(col)
+    for name, cls in STRATEGIES.items():
+        params = ", ".join(
+            f"{strategy_param_name(name, p)}={spec['default']}"
+            for p, spec in cls.param_schema.items()
+        )
+        table.add_row(name, cls.reference, ", ".join(sorted(cls.operators)), params or "-")
+    console.print(table)
+
+
+@app.command()
 def generate(
     n_tuples: int = typer.Option(_DEFAULTS["n_tuples"]),
     n_keys: int = typer.Option(_DEFAULTS["n_keys"]),

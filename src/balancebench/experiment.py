@@ -92,6 +92,7 @@ def batch_metrics(result: Any) -> dict[str, float]:
         out["plan_time_ms"] = result.plan.plan_time_ms
         out["migrated_tuples"] = result.plan.migrated_state_tuples
         out["split_keys"] = float(result.plan.split_keys)
+        out["plan_reached_tolerance"] = 1.0 if result.plan.reached_tolerance else 0.0
     return out
 
 

@@ -45,7 +45,14 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "holds the tuples it counted, so state = load."
     ),
     "migrated_tuples_total": "Sum of migrated_tuples over the plans of the run.",
-    "split_keys": "[per batch] keys held by more than one node after the plan.",
+    "split_keys": (
+        "[per batch] keys on more than one node after the plan (per the router; for "
+        "per-tuple strategies, keys seen on more than one node in the batch)."
+    ),
+    "plan_reached_tolerance": (
+        "[per batch] 1 if the node loads after the plan are within (1 + tolerance) x mean "
+        "on the batch's statistics, else 0 (whole-key strategies and budgets can stop short)."
+    ),
     "batch_wall_s": (
         "[per batch] driver wall time of the batch: routing, counting, merge, TOPK, oracle "
         "and metric collection (seconds; overheads included, for transparency)."

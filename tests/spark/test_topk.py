@@ -49,8 +49,9 @@ def test_every_strategy_passes_the_oracle(spark, stream, name):
     elif name in ("readj", "balanceload"):  # whole keys: a hot key bounds the balance
         assert later <= first
     elif name == "pkg":  # per tuple from the first batch on, but a key gets only 2 nodes
-        hash_run = run_topk(spark, stream, get_strategy("hash"), n_nodes=5, n_batches=4,
-                            tolerance=0.05, top_k=10)
+        hash_run = run_topk(
+            spark, stream, get_strategy("hash"), n_nodes=5, n_batches=4, tolerance=0.05, top_k=10
+        )
         assert max(first, later) < min(b.imbalance_max_over_mean for b in hash_run.batches)
     elif name in ("dchoices", "wchoices"):  # heavy hitters get more than 2 nodes
         assert max(first, later) < 0.2

@@ -10,13 +10,13 @@ whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
 
 from __future__ import annotations
 
+import pickle
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-
-import pickle
-from typing import Any
 
 from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
 from balancebench.routing import BUCKET_SALT, BucketMap, RoutingTable
@@ -94,8 +94,8 @@ def with_per_tuple_node(
         order = np.argsort(table.column("tuple_id").to_numpy(), kind="stable")
         ids = table.column("tuple_id").to_numpy()[order]
         keys = table.column("key").to_numpy()[order]
-        state = pickle.loads(blobs[sender]) if sender in blobs else strategy.new_sender_state(
-            n_nodes
+        state = (
+            pickle.loads(blobs[sender]) if sender in blobs else strategy.new_sender_state(n_nodes)
         )
         nodes = strategy.route_sender(keys, state)
         n = len(ids)

@@ -24,6 +24,7 @@ its node.
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass, field
 
@@ -33,8 +34,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.loads import KeyLoads, imbalance
-import pickle
-
 from balancebench.spark.routing import partition_by_node, with_per_tuple_node, with_storage_node
 from balancebench.spark.task_metrics import TaskMetricsReader
 from balancebench.strategies import MigrationPlan, Strategy

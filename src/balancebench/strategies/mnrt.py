@@ -318,11 +318,12 @@ class _Mnrt:
         home = self.home[piece.key]
         holders = self.parts.get(piece.key, {})
         from_home = piece.origin == home
-        merge = [t for t in by_load if t in holders]
+        merge = [t for t in holders if t in dstar]
         if merge:
             if home in dstar and home in holders:
                 return MERGE_BACK, home
-            return (MERGE_OUT if from_home else MERGE_ACROSS), merge[0]
+            target = min(merge, key=lambda t: (self.loads[t], t))  # least loaded holder
+            return (MERGE_OUT if from_home else MERGE_ACROSS), target
         whole = not holders and self.pool_count[piece.key] == 1
         if home in dstar:
             return (UNCHANGED_BACK if whole else SPLIT_BACK), home
