@@ -104,7 +104,8 @@ class RoutingTable:
         order) with each key's ``home`` given per row: no hashing, no (key, node) sort.
         A key left with one part on its home node gets no entry."""
         keep = load > 0
-        key, node, load, home = key[keep], node[keep], load[keep], home[keep]
+        if not keep.all():
+            key, node, load, home = key[keep], node[keep], load[keep], home[keep]
         if len(key) == 0:
             return cls.empty(n_nodes)
         starts = segment_starts(key)
@@ -118,12 +119,15 @@ class RoutingTable:
         lo = np.r_[0, hi[:-1]]
         lo[starts] = 0
         keep = hi > lo  # a share that rounds to zero width is dropped
-        key, node, lo, hi, home = key[keep], node[keep], lo[keep], hi[keep], home[keep]
-        starts = segment_starts(key)
+        if not keep.all():
+            key, node, lo, hi, home = key[keep], node[keep], lo[keep], hi[keep], home[keep]
+            starts = segment_starts(key)
         counts = np.diff(np.r_[starts, len(key)])
         at_home = (counts == 1) & (node[starts] == home[starts])
-        keep = np.repeat(~at_home, counts)
-        return cls.from_rows(n_nodes, key[keep], node[keep].astype(np.int32), lo[keep], hi[keep])
+        if at_home.any():
+            keep = np.repeat(~at_home, counts)
+            key, node, lo, hi = key[keep], node[keep], lo[keep], hi[keep]
+        return cls.from_rows(n_nodes, key, node.astype(np.int32), lo, hi)
 
     @classmethod
     def from_rows(

@@ -268,6 +268,8 @@ def lay_end_to_end(
     (only overlaps wider than ``eps`` and inside one group). This is the two-pointer fill
     "pour a into b in order" done with sorts instead of a Python loop.
     """
+    if len(a_group) and len(b_group) and _single_group(a_group, b_group):
+        return _pour(a_amount, b_amount, eps)
     a_end = _local_ends(a_group, a_amount)
     b_end = _local_ends(b_group, b_amount)
     ev_group = np.r_[a_group, b_group]
@@ -284,6 +286,28 @@ def lay_end_to_end(
     ok = (width > eps) & (ai < len(a_group)) & (bi < len(b_group))
     ai, bi, width = ai[ok], bi[ok], width[ok]
     ok = a_group[ai] == b_group[bi]
+    return ai[ok], bi[ok], width[ok]
+
+
+def _single_group(a_group: np.ndarray, b_group: np.ndarray) -> bool:
+    g = a_group[0]
+    return bool((a_group == g).all() and (b_group == g).all())
+
+
+def _pour(
+    a_amount: np.ndarray, b_amount: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``lay_end_to_end`` for one group: merge the two sorted end positions by insertion
+    (O(n)) instead of sorting them; ties put a's end first, as the general case does."""
+    a_end = np.cumsum(a_amount)
+    b_end = np.cumsum(b_amount)
+    at = np.searchsorted(a_end, b_end, side="right")
+    ev_pos = np.insert(a_end, at, b_end)
+    ev_is_a = np.insert(np.ones(len(a_end), bool), at, np.zeros(len(b_end), bool))
+    width = ev_pos - np.r_[0.0, ev_pos[:-1]]
+    ai = np.cumsum(ev_is_a) - ev_is_a
+    bi = np.cumsum(~ev_is_a) - ~ev_is_a
+    ok = (width > eps) & (ai < len(a_end)) & (bi < len(b_end))
     return ai[ok], bi[ok], width[ok]
 
 
@@ -329,8 +353,9 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 
 def _direct_finish(view: PlanView, delta: Delta) -> tuple | None:
     """Moves and routing table straight from a delta whose added parts name their source
-    rows, when every touched key is outside ``Y`` (so, by the window contract, whole on
-    its home node: the row it came from). None when that does not hold."""
+    rows (in row order), when every touched key is outside ``Y`` (so, by the window
+    contract, whole on its home node: the row it came from). None when that does not
+    hold; the general path then matches sources to sinks."""
     router = view.router
     if delta.add_src_row is None or delta.router is not None:
         return None
@@ -344,21 +369,33 @@ def _direct_finish(view: PlanView, delta: Delta) -> tuple | None:
     src = np.asarray(delta.add_src_row, dtype=np.int64)
     moves = (delta.add_key, delta.add_load, loads.node[src], delta.add_node)
     # Parts after the plan, grouped by key (keys sorted): what stays home, then pieces.
+    # Laid out by counting (no sort of the parts): each row's segment is its home part
+    # followed by its pieces, segments in key order.
+    # Needs rows strictly increasing and pieces in row order (QMMP's pool order).
+    if (len(rows) > 1 and not (np.diff(rows) > 0).all()) or (
+        len(src) > 1 and (np.diff(src) < 0).any()
+    ):
+        return None
     by_key = np.argsort(keys)
-    rank = np.empty(len(rows), dtype=np.int64)
-    rank[by_key] = np.arange(len(rows))
-    row_pos = np.searchsorted(rows, src) if (np.diff(rows) > 0).all() else None
-    if row_pos is None:
-        order = np.argsort(rows)
-        row_pos = order[np.searchsorted(rows[order], src)]
-    n_pieces = len(src)
-    seq = np.r_[np.zeros(len(rows), np.int64), np.arange(1, n_pieces + 1)]
-    part_rank = np.r_[rank, rank[row_pos]]
-    order = np.argsort(part_rank * (n_pieces + 1) + seq)
-    part_key = np.r_[keys, delta.add_key][order]
-    part_node = np.r_[loads.node[rows], delta.add_node][order]
-    part_load = np.r_[delta.new_load, delta.add_load][order]
-    part_home = np.r_[loads.node[rows], loads.node[src]][order]
+    row_pos = np.searchsorted(rows, src)
+    pieces = np.bincount(row_pos, minlength=len(rows))
+    stays = delta.new_load > 0  # the row keeps a part on its (home) node
+    seg_len = stays + pieces
+    seg_start = np.empty(len(rows), dtype=np.int64)
+    seg_start[by_key] = np.cumsum(seg_len[by_key]) - seg_len[by_key]
+    first_piece = np.cumsum(pieces) - pieces
+    piece_pos = seg_start[row_pos] + stays[row_pos] + (np.arange(len(src)) - first_piece[row_pos])
+    size = int(stays.sum()) + len(src)
+    part_key = np.empty(size, dtype=np.int64)
+    part_node = np.empty(size, dtype=np.int32)
+    part_load = np.empty(size, dtype=np.float64)
+    part_home = np.empty(size, dtype=np.int32)
+    row_node = loads.node[rows]
+    home_pos = seg_start[stays]
+    part_key[home_pos], part_key[piece_pos] = keys[stays], delta.add_key
+    part_node[home_pos], part_node[piece_pos] = row_node[stays], delta.add_node
+    part_load[home_pos], part_load[piece_pos] = delta.new_load[stays], delta.add_load
+    part_home[home_pos], part_home[piece_pos] = row_node[stays], row_node[row_pos]
     changed = RoutingTable.from_grouped_parts(
         view.n_nodes, part_key, part_node, part_load, part_home
     )
