@@ -29,6 +29,10 @@ test: setup
 test-fast: setup
 	$(UV_RUN) pytest -m "not slow"
 
+# Speed figures (printed tables; not part of the tests).
+bench: setup
+	$(UV_RUN) python benchmarks/plan_time.py
+
 lint: setup
 	$(UV_RUN) ruff check .
 	$(UV_RUN) ruff format --check .
