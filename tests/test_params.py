@@ -17,7 +17,7 @@ def test_defaults_are_valid():
         ({"n_nodes": 0}, "n_nodes"),
         ({"n_tuples": "many"}, "n_tuples: 'many' is not of type 'integer'"),
         ({"tolerance": 0}, "tolerance"),
-        ({"colour": 1}, "unknown param(s) ['colour']"),
+        ({"colour": 1}, "unknown experiment params ['colour']"),
     ],
 )
 def test_bad_params_name_the_field(bad, needle):

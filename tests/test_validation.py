@@ -16,7 +16,9 @@ def test_generated_stream_passes(tmp_path):
     d, _ = generate_zipf_stream(tmp_path, **SMALL)
     report = validate_dataset(d, tmp_path / "result.json")
     assert report.success, report.message()
-    assert report.evaluated == len(load_suite("zipf_stream").expectations)
+    expected = sum(len(load_suite(f"zipf_stream/{f}").expectations) for f in report.frames)
+    assert report.evaluated == expected
+    assert set(report.frames) == {"events", "profile_zipf_fit"}
     assert json.loads((tmp_path / "result.json").read_text())["success"] is True
 
 
@@ -32,9 +34,9 @@ def test_corrupted_stream_fails_with_named_expectations(tmp_path):
     report = validate_dataset(d, tmp_path / "result.json")
     assert not report.success
     text = report.message()
-    assert "expect_table_row_count_to_equal({'value': 5000}): observed 4000" in text
-    assert "expect_column_values_to_not_be_null({'column': 'key'})" in text
-    assert "expect_column_values_to_be_between({'column': 'key'" in text
+    assert "events: expect_table_row_count_to_equal({'value': 5000}): observed 4000" in text
+    assert "events: expect_column_values_to_not_be_null({'column': 'key'})" in text
+    assert "events: expect_column_values_to_be_between({'column': 'key'" in text
     assert (tmp_path / "result.json").exists()
 
 

@@ -10,11 +10,20 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jsonschema
-
+from balancebench.generators import DATASET_PARAMS, GENERATORS
+from balancebench.schema import check_values
 from balancebench.strategies import STRATEGIES, strategy_param_name
+from balancebench.validation import VALIDATION_DEFAULTS
 
 EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
+    "dataset": {
+        "type": "string",
+        "enum": sorted(GENERATORS),
+        "default": "zipf_stream",
+        "title": "Dataset",
+        "description": "Generator of the input (balancebench datasets lists them); its "
+        "Params are the dataset Params below.",
+    },
     "strategies": {
         "type": "array",
         "items": {"type": "string", "enum": sorted(STRATEGIES)},
@@ -23,30 +32,6 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": ["hash", "qmmp", "mnrt"],
         "title": "Strategies",
         "description": "Key-level strategies to compare, one Spark run and MLflow child each.",
-    },
-    "zipf_s": {
-        "type": "number",
-        "minimum": 0,
-        "maximum": 5,
-        "default": 1.0,
-        "title": "Zipf exponent",
-        "description": "Key popularity p(rank) ~ rank^-s; 0 is uniform.",
-    },
-    "n_keys": {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 100_000_000,
-        "default": 10_000,
-        "title": "Distinct keys",
-        "description": "Size of the key domain the Zipf ranks map onto.",
-    },
-    "n_tuples": {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 2_000_000_000,
-        "default": 2_000_000,
-        "title": "Tuples",
-        "description": "Length of the generated stream.",
     },
     "n_nodes": {
         "type": "integer",
@@ -72,13 +57,6 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Micro-batches",
         "description": "The stream is replayed in this many equal event-time windows.",
     },
-    "input_rate_tuples_per_s": {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "default": 500_000,
-        "title": "Input rate (tuples/s)",
-        "description": "Mean Poisson arrival rate of the generated stream (sets event time).",
-    },
     "top_k": {
         "type": "integer",
         "minimum": 1,
@@ -86,14 +64,6 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": 10,
         "title": "TOPK size",
         "description": "Keys reported per window by the TOPK workload.",
-    },
-    "seed": {
-        "type": "integer",
-        "minimum": 0,
-        "maximum": 2**63 - 1,
-        "default": 42,
-        "title": "Seed",
-        "description": "Seeds the generator: same seed and params give the same dataset digest.",
     },
     "experiment": {
         "type": "string",
@@ -105,6 +75,18 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Dataset Params: shared ones (n_tuples, zipf_s, seed, ...) and <generator>_<param>.
+EXPERIMENT_PARAMS.update(DATASET_PARAMS)
+EXPERIMENT_PARAMS["zipf_fit_tolerance"] = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": 5,
+    "default": VALIDATION_DEFAULTS["zipf_fit_tolerance"],
+    "title": "Validation: Zipf fit tolerance",
+    "description": "The exponent fitted from the data may differ from the requested zipf_s by "
+    "this much plus the sampling band (see balancebench.profiles).",
+}
+
 # Every strategy's own parameters, as Params named <strategy>_<param>.
 for _name, _cls in STRATEGIES.items():
     for _param, _spec in _cls.param_schema.items():
@@ -114,12 +96,6 @@ for _name, _cls in STRATEGIES.items():
             "description": f"[{_name}] {_spec.get('description', '')}".strip(),
         }
 
-_SCHEMA = {
-    "type": "object",
-    "properties": EXPERIMENT_PARAMS,
-    "additionalProperties": False,
-}
-
 
 def defaults() -> dict[str, Any]:
     return {name: copy.deepcopy(spec["default"]) for name, spec in EXPERIMENT_PARAMS.items()}
@@ -127,18 +103,4 @@ def defaults() -> dict[str, Any]:
 
 def validate_params(values: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled in and every value checked; ``ValueError`` names each bad field."""
-    merged = defaults()
-    merged.update(values)
-    validator = jsonschema.Draft202012Validator(_SCHEMA)
-    errors = sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = []
-        for err in errors:
-            if err.validator == "additionalProperties":
-                extra = sorted(set(merged) - set(EXPERIMENT_PARAMS))
-                lines.append(f"unknown param(s) {extra}; allowed: {sorted(EXPERIMENT_PARAMS)}")
-                continue
-            field = ".".join(str(p) for p in err.absolute_path) or "params"
-            lines.append(f"{field}: {err.message}")
-        raise ValueError("invalid experiment params: " + "; ".join(lines))
-    return merged
+    return check_values(EXPERIMENT_PARAMS, values, what="experiment params")

@@ -12,7 +12,7 @@ from typing import Any
 from balancebench import tracking
 from balancebench.compare import SERIES, comparison_figure, comparison_table
 from balancebench.experiment import RunSpec
-from balancebench.generators import generate_zipf_stream
+from balancebench.generators import generate, generator_params, get_generator
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
@@ -21,13 +21,9 @@ from balancebench.validation import ValidationReport, validate_dataset
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
     p = validate_params(params)
-    dataset_dir, manifest = generate_zipf_stream(
-        datasets_dir(),
-        n_tuples=p["n_tuples"],
-        n_keys=p["n_keys"],
-        zipf_s=p["zipf_s"],
-        input_rate_tuples_per_s=p["input_rate_tuples_per_s"],
-        seed=p["seed"],
+    check_dataset_serves_workload(p["dataset"])
+    dataset_dir, manifest = generate(
+        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
     )
     parent = tracking.start_parent_run(p["experiment"], p, dag_id, run_id, manifest.digest)
     client = tracking._mlflow().MlflowClient()
@@ -43,10 +39,27 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
     }
 
 
+def check_dataset_serves_workload(dataset: str) -> None:
+    """The replayed workloads read a stream (``tuple_id, event_time_s, key``)."""
+    gen = get_generator(dataset)
+    if gen.kind != "stream":
+        from balancebench.generators import GENERATORS
+
+        streams = sorted(n for n, g in GENERATORS.items() if g.kind == "stream")
+        raise ValueError(
+            f"dataset: {dataset!r} is a {gen.kind} dataset and cannot feed the replayed "
+            f"workload; allowed values: {streams}"
+        )
+
+
 def validate_step(generated: dict[str, Any]) -> ValidationReport:
-    """Run the GX suite; the full result goes to ``.local/validation`` and to MLflow."""
+    """Run the GX suites; the full result goes to ``.local/validation`` and to MLflow."""
     parent = generated["parent_run_id"]
-    report = validate_dataset(generated["dataset_dir"], validation_dir() / f"{parent}.json")
+    report = validate_dataset(
+        generated["dataset_dir"],
+        validation_dir() / f"{parent}.json",
+        {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]},
+    )
     client = tracking._mlflow().MlflowClient()
     client.log_artifact(parent, str(report.result_path), "validation")
     client.set_tag(parent, "validation", "passed" if report.success else "failed")

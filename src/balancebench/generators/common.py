@@ -1,10 +1,16 @@
-"""What every dataset shares: a manifest, a content digest and an atomic write.
+"""What every dataset shares: the generator contract, a manifest, a digest, an atomic write.
 
-A dataset is a folder with Parquet files and ``manifest.json`` (generator, params, row
-count, schema, content digest). It is written under a temporary name and renamed into
-place at the end, so a failed or interrupted run never leaves a partial dataset behind.
-The digest hashes column names, types and values (not Parquet bytes), so it identifies
-the data whatever the writer version.
+A dataset is a folder of Parquet tables plus ``manifest.json`` (generator, params, rows
+and schema per table, content digest). It is written under a temporary name and renamed
+into place at the end, so a failed or interrupted run never leaves a partial dataset
+behind. The digest hashes table names, column names, types and values (not Parquet
+bytes), so it identifies the data whatever the writer version.
+
+A generator is one small class (:class:`Generator`): the flat Params it reads (names in
+``DATASET_PARAMS``; a name shared by several generators means the same thing in each),
+``write`` (its tables, deterministic from ``params["seed"]``), and the frames its Great
+Expectations suites check (``validation_frames``: its tables plus computed *profiles*
+such as the fitted Zipf exponent, see ``balancebench.profiles``).
 """
 
 from __future__ import annotations
@@ -12,28 +18,64 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 import uuid
-from dataclasses import asdict, dataclass
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
+
+from balancebench.schema import check_values
 
 MANIFEST = "manifest.json"
+#: Bumped when the dataset layout changes, so cached datasets of an older layout are
+#: regenerated instead of reused (it is part of the folder name).
+FORMAT_VERSION = 2
+#: Rows per record batch when a generator writes in chunks.
+CHUNK_ROWS = 1 << 21
+
+#: Columns every stream-shaped table (``Generator.kind == "stream"``) starts with: what
+#: the Spark workloads replay.
+STREAM_COLUMNS = ("tuple_id", "event_time_s", "key")
 
 
 @dataclass(frozen=True)
 class Manifest:
     generator: str
     params: dict[str, Any]
+    #: Rows of the main table.
     row_count: int
+    #: Schema of the main table.
     schema: dict[str, str]
     digest: str
+    #: Every file of the dataset (all tables).
     files: list[str]
+    #: table -> {"files": [...], "rows": n, "schema": {column: type}}
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    main_table: str = ""
+    format_version: int = FORMAT_VERSION
+    #: Wall time of the generation (s); not part of the digest.
+    generate_s: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def table_files(self, table: str | None = None) -> list[str]:
+        """Files of ``table`` (default: the main table)."""
+        name = table or self.main_table
+        if name not in self.tables:
+            raise KeyError(f"table: dataset has no table {name!r}; it has {sorted(self.tables)}")
+        return list(self.tables[name]["files"])
+
+    def rows(self, table: str) -> int:
+        return int(self.tables[table]["rows"])
 
 
 def load_manifest(dataset_dir: str | Path) -> Manifest:
@@ -44,8 +86,10 @@ def load_manifest(dataset_dir: str | Path) -> Manifest:
 
 
 def params_id(generator: str, params: dict[str, Any]) -> str:
-    """Stable id of a (generator, params) pair: the dataset's folder name."""
-    blob = json.dumps({"generator": generator, "params": params}, sort_keys=True)
+    """Stable id of a (generator, params, layout) triple: the dataset's folder name."""
+    blob = json.dumps(
+        {"generator": generator, "params": params, "format": FORMAT_VERSION}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -55,18 +99,26 @@ class ColumnDigest:
     def __init__(self) -> None:
         self._h = hashlib.sha256()
 
-    def update(self, batch: pa.RecordBatch) -> None:
+    def update(self, batch: pa.RecordBatch, table: str = "") -> None:
+        if table:
+            self._h.update(b"\x00table:" + table.encode())
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            values = column.to_numpy(zero_copy_only=False)
             self._h.update(name.encode())
             self._h.update(str(column.type).encode())
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                # A compact copy (offsets from 0): validity, offsets and UTF-8 bytes.
+                for buf in pa.concat_arrays([column]).buffers():
+                    if buf is not None:
+                        self._h.update(buf)
+                continue
+            values = column.to_numpy(zero_copy_only=False)
             self._h.update(np.ascontiguousarray(values).tobytes())
 
     def hexdigest(self) -> str:
         return "sha256:" + self._h.hexdigest()
 
 
-def write_atomically(final_dir: Path, write: Any) -> None:
+def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
     """Call ``write(tmp_dir)``, then rename ``tmp_dir`` to ``final_dir`` (replacing it)."""
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -83,3 +135,151 @@ def write_atomically(final_dir: Path, write: Any) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+class TableWriter:
+    """Writes a dataset's tables into a folder and keeps the manifest facts and digest."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.digest = ColumnDigest()
+        self.tables: dict[str, dict[str, Any]] = {}
+
+    @contextmanager
+    def table(self, name: str, schema: pa.Schema) -> Iterator[Callable[[pa.RecordBatch], None]]:
+        """``with writer.table("events", SCHEMA) as write: write(batch)``."""
+        path = self.folder / f"{name}.parquet"
+        rows = 0
+        with pq.ParquetWriter(path, schema, compression="zstd") as sink:
+
+            def write(batch: pa.RecordBatch) -> None:
+                nonlocal rows
+                if batch.schema != schema:
+                    batch = pa.RecordBatch.from_arrays(
+                        [batch.column(i).cast(f.type) for i, f in enumerate(schema)],
+                        schema=schema,
+                    )
+                self.digest.update(batch, name)
+                sink.write_batch(batch)
+                rows += batch.num_rows
+
+            yield write
+        self.tables[name] = {
+            "files": [path.name],
+            "rows": rows,
+            "schema": {f.name: str(f.type) for f in schema},
+        }
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """A whole in-memory table (small tables, or data already in Arrow)."""
+        with self.table(name, table.schema) as write:
+            for batch in table.to_batches(max_chunksize=CHUNK_ROWS):
+                write(batch)
+            if table.num_rows == 0:
+                write(pa.RecordBatch.from_pylist([], schema=table.schema))
+
+
+class Generator(ABC):
+    """Base of every dataset generator; subclasses are registered in ``generators``."""
+
+    name: ClassVar[str]
+    #: One line: what the dataset is (shown by ``balancebench datasets``).
+    description: ClassVar[str] = ""
+    #: Paper section or source the dataset follows.
+    reference: ClassVar[str] = ""
+    #: Names (in ``DATASET_PARAMS``) of the Params this generator reads; ``seed`` included.
+    params: ClassVar[tuple[str, ...]] = ()
+    #: Specs of the Params only this generator reads (``<generator>_<param>`` names).
+    own_params: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: The table the workloads read (and whose rows are ``Manifest.row_count``).
+    main_table: ClassVar[str] = "events"
+    #: ``stream`` when the main table starts with ``STREAM_COLUMNS`` (replayable).
+    kind: ClassVar[str] = "stream"
+
+    def check(self, params: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Checks beyond the schema, before any work (e.g. a user file exists)."""
+
+    @abstractmethod
+    def write(self, out: TableWriter, params: dict[str, Any]) -> None:
+        """Write the tables; deterministic from ``params`` (``params["seed"]``)."""
+
+    def validation_frames(
+        self, dataset_dir: Path, manifest: Manifest, settings: dict[str, Any]
+    ) -> dict[str, Callable[[], pd.DataFrame]]:
+        """Frame name -> loader of the frame one GX suite checks: by default every table.
+
+        ``settings`` carries validation Params (e.g. ``zipf_fit_tolerance``).
+        """
+        return {t: _table_loader(dataset_dir, manifest, t) for t in manifest.tables}
+
+    def suite_parameters(self, manifest: Manifest) -> dict[str, Any]:
+        """Values the suites refer to with ``{"$PARAMETER": name}``: the params, the
+        rows of every table (``rows_<table>``), and what ``extra_suite_parameters`` adds."""
+        out: dict[str, Any] = {
+            k: v for k, v in manifest.params.items() if isinstance(v, int | float | str)
+        }
+        out["row_count"] = manifest.row_count
+        for table, facts in manifest.tables.items():
+            out[f"rows_{table}"] = facts["rows"]
+        out.update(self.extra_suite_parameters(manifest))
+        return out
+
+    def extra_suite_parameters(self, manifest: Manifest) -> dict[str, Any]:
+        return {}
+
+
+def _table_loader(dataset_dir: Path, manifest: Manifest, table: str) -> Callable[[], pd.DataFrame]:
+    return lambda: read_table(dataset_dir, manifest, table).to_pandas()
+
+
+def read_table(
+    dataset_dir: str | Path, manifest: Manifest, table: str, columns: list[str] | None = None
+) -> pa.Table:
+    files = [str(Path(dataset_dir) / f) for f in manifest.table_files(table)]
+    return pq.ParquetDataset(files).read(columns=columns)
+
+
+def run_generator(
+    generator: Generator, out_root: str | Path, values: dict[str, Any], specs: dict[str, dict]
+) -> tuple[Path, Manifest]:
+    """Check the params, then write the dataset under ``out_root/<name>/<params id>``
+    (reused when a complete one is already there)."""
+    mine = {k: specs[k] for k in generator.params}
+    params = check_values(mine, values, what=f"{generator.name} params")
+    generator.check(params)
+    final_dir = Path(out_root) / generator.name / params_id(generator.name, params)
+    if (final_dir / MANIFEST).exists():
+        try:
+            manifest = load_manifest(final_dir)
+            if all((final_dir / f).exists() for f in manifest.files):
+                return final_dir, manifest
+        except (TypeError, json.JSONDecodeError):
+            pass  # an unreadable manifest: regenerate
+    result: dict[str, Manifest] = {}
+
+    def write(tmp: Path) -> None:
+        started = time.perf_counter()
+        out = TableWriter(tmp)
+        generator.write(out, params)
+        main = out.tables[generator.main_table]
+        manifest = Manifest(
+            generator=generator.name,
+            params=params,
+            row_count=int(main["rows"]),
+            schema=dict(main["schema"]),
+            digest=out.digest.hexdigest(),
+            files=[f for t in out.tables.values() for f in t["files"]],
+            tables=out.tables,
+            main_table=generator.main_table,
+            generate_s=time.perf_counter() - started,
+        )
+        (tmp / MANIFEST).write_text(manifest.to_json())
+        result["manifest"] = manifest
+
+    write_atomically(final_dir, write)
+    return final_dir, result["manifest"]
+
+
+def poisson_times(rng: np.random.Generator, rows: int, rate: float, start: float) -> np.ndarray:
+    """Arrival times of a Poisson process at ``rate`` per second after ``start``."""
+    return start + np.cumsum(rng.exponential(1.0 / rate, rows))

@@ -1,8 +1,8 @@
-"""A Zipf-keyed event stream (paper 000's skewed key distribution).
+"""``zipf_stream``: a Zipf-keyed event stream (paper 000's skewed key distribution).
 
-Columns: ``tuple_id`` (int64, 0..n-1, arrival order), ``event_time_s`` (float64,
-seconds since the stream started), ``key`` (int64 in ``[0, n_keys)``), ``payload``
-(int64, an opaque value carried along, e.g. a user id).
+Table ``events``: ``tuple_id`` (int64, 0..n-1, arrival order), ``event_time_s``
+(float64, seconds since the stream started), ``key`` (int64 in ``[0, n_keys)``),
+``payload`` (int64, an opaque value carried along, e.g. a user id).
 
 - Key popularity follows a finite Zipf law: rank ``r`` (1-based) has probability
   ``r^-s / H(n_keys, s)``; ranks are mapped to key ids through a seeded random
@@ -15,23 +15,24 @@ Same params (seed included) -> same bytes -> same digest.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from balancebench.generators.common import (
-    MANIFEST,
-    ColumnDigest,
+    CHUNK_ROWS,
+    Generator,
     Manifest,
-    load_manifest,
-    params_id,
-    write_atomically,
+    TableWriter,
+    poisson_times,
+    read_table,
 )
+from balancebench.profiles import key_counts, zipf_fit_row, zipf_probabilities
 
-GENERATOR = "zipf_stream"
 SCHEMA = pa.schema(
     [
         ("tuple_id", pa.int64()),
@@ -40,96 +41,63 @@ SCHEMA = pa.schema(
         ("payload", pa.int64()),
     ]
 )
-CHUNK_ROWS = 1 << 21
 
 
-def zipf_probabilities(n_keys: int, zipf_s: float) -> np.ndarray:
-    """``p(rank)`` for ranks 1..n_keys (float64, sums to 1)."""
-    weights = np.arange(1, n_keys + 1, dtype=np.float64) ** -float(zipf_s)
-    return weights / weights.sum()
+def zipf_sampler(
+    rng: np.random.Generator, n_keys: int, zipf_s: float
+) -> Callable[[int], np.ndarray]:
+    """``draw(rows) -> ranks`` (0-based) of a finite Zipf law, by inverse-CDF search."""
+    cdf = np.cumsum(zipf_probabilities(n_keys, zipf_s))
+    cdf[-1] = 1.0
+    return lambda rows: np.searchsorted(cdf, rng.random(rows), side="right")
 
 
-def check_number(
-    name: str, value: Any, minimum: float, *, integer: bool, exclusive: bool = False
-) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is a number (an int if ``integer``)
-    at least (or, if ``exclusive``, above) ``minimum``."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        expected = "an integer" if integer else "a number"
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")
-    if value < minimum or (exclusive and value == minimum):
-        raise ValueError(f"{name}: must be {'>' if exclusive else '>='} {minimum}, got {value!r}")
+class ZipfStream(Generator):
+    name = "zipf_stream"
+    description = "Zipf-keyed events at a Poisson input rate (key popularity fixed)."
+    reference = "paper 000 §5.1 (Zipf-skewed keys)"
+    params = ("n_tuples", "n_keys", "zipf_s", "input_rate_tuples_per_s", "seed")
 
-
-def generate_zipf_stream(
-    out_root: str | Path,
-    *,
-    n_tuples: int,
-    n_keys: int,
-    zipf_s: float,
-    input_rate_tuples_per_s: float,
-    seed: int,
-) -> tuple[Path, Manifest]:
-    """Write the stream under ``out_root/zipf_stream/<params id>``; reuse it if present."""
-    check_number("n_tuples", n_tuples, 1, integer=True)
-    check_number("n_keys", n_keys, 1, integer=True)
-    check_number("zipf_s", zipf_s, 0, integer=False)
-    check_number(
-        "input_rate_tuples_per_s", input_rate_tuples_per_s, 0, integer=False, exclusive=True
-    )
-    check_number("seed", seed, 0, integer=True)
-    params = {
-        "n_tuples": int(n_tuples),
-        "n_keys": int(n_keys),
-        "zipf_s": float(zipf_s),
-        "input_rate_tuples_per_s": float(input_rate_tuples_per_s),
-        "seed": int(seed),
-    }
-    final_dir = Path(out_root) / GENERATOR / params_id(GENERATOR, params)
-    if (final_dir / MANIFEST).exists():
-        manifest = load_manifest(final_dir)
-        if all((final_dir / f).exists() for f in manifest.files):
-            return final_dir, manifest
-
-    result: dict[str, Manifest] = {}
-
-    def write(tmp: Path) -> None:
+    def write(self, out: TableWriter, params: dict[str, Any]) -> None:
         rng = np.random.default_rng(params["seed"])
-        cdf = np.cumsum(zipf_probabilities(n_keys, zipf_s))
-        cdf[-1] = 1.0
+        n_tuples, n_keys = params["n_tuples"], params["n_keys"]
+        draw = zipf_sampler(rng, n_keys, params["zipf_s"])
         rank_to_key = rng.permutation(n_keys).astype(np.int64)
-        digest = ColumnDigest()
         last_time = 0.0
-        path = tmp / "part-00000.parquet"
-        with pq.ParquetWriter(path, SCHEMA, compression="zstd") as writer:
+        with out.table("events", SCHEMA) as write:
             for start in range(0, n_tuples, CHUNK_ROWS):
                 rows = min(CHUNK_ROWS, n_tuples - start)
-                ranks = np.searchsorted(cdf, rng.random(rows), side="right")
-                gaps = rng.exponential(1.0 / input_rate_tuples_per_s, rows)
-                times = last_time + np.cumsum(gaps)
+                ranks = draw(rows)
+                times = poisson_times(rng, rows, params["input_rate_tuples_per_s"], last_time)
                 last_time = float(times[-1])
-                batch = pa.record_batch(
-                    [
-                        pa.array(np.arange(start, start + rows, dtype=np.int64)),
-                        pa.array(times),
-                        pa.array(rank_to_key[ranks]),
-                        pa.array(rng.integers(0, 1 << 31, rows, dtype=np.int64)),
-                    ],
-                    schema=SCHEMA,
+                write(
+                    pa.record_batch(
+                        [
+                            pa.array(np.arange(start, start + rows, dtype=np.int64)),
+                            pa.array(times),
+                            pa.array(rank_to_key[ranks]),
+                            pa.array(rng.integers(0, 1 << 31, rows, dtype=np.int64)),
+                        ],
+                        schema=SCHEMA,
+                    )
                 )
-                digest.update(batch)
-                writer.write_batch(batch)
-        manifest = Manifest(
-            generator=GENERATOR,
-            params=params,
-            row_count=int(n_tuples),
-            schema={f.name: str(f.type) for f in SCHEMA},
-            digest=digest.hexdigest(),
-            files=[path.name],
-        )
-        (tmp / MANIFEST).write_text(manifest.to_json())
-        result["manifest"] = manifest
 
-    write_atomically(final_dir, write)
-    return final_dir, result["manifest"]
+    def validation_frames(
+        self, dataset_dir: Path, manifest: Manifest, settings: dict[str, Any]
+    ) -> dict[str, Callable[[], pd.DataFrame]]:
+        frames = super().validation_frames(dataset_dir, manifest, settings)
+
+        def zipf_fit() -> pd.DataFrame:
+            keys = read_table(dataset_dir, manifest, "events", ["key"]).column(0)
+            n_keys = manifest.params["n_keys"]
+            counts = key_counts(keys, n_keys)
+            row = zipf_fit_row(
+                counts, n_keys, manifest.params["zipf_s"], settings["zipf_fit_tolerance"]
+            )
+            return pd.DataFrame([row])
+
+        frames["profile_zipf_fit"] = zipf_fit
+        return frames
+
+    def extra_suite_parameters(self, manifest: Manifest) -> dict[str, Any]:
+        return {"max_tuple_id": manifest.row_count - 1, "max_key": manifest.params["n_keys"] - 1}
