@@ -10,11 +10,30 @@ from pathlib import Path
 from typing import Any
 
 from balancebench.generators.common import Generator, Manifest, load_manifest, read_table
+from balancebench.generators.onoff import OnOffSources
+from balancebench.generators.packets import PacketTraffic
 from balancebench.generators.params import SHARED_DATASET_PARAMS
+from balancebench.generators.phone_stream import PhoneStream
+from balancebench.generators.tasks import HeterogeneousTasks
+from balancebench.generators.topic_stream import TopicStream
+from balancebench.generators.tpch import TpchGenerator
+from balancebench.generators.user_file import UserFile
 from balancebench.generators.zipf_stream import ZipfStream
 
 #: name -> generator; add one by writing its module and listing it here.
-GENERATORS: dict[str, Generator] = {g.name: g for g in (ZipfStream(),)}
+GENERATORS: dict[str, Generator] = {
+    g.name: g
+    for g in (
+        ZipfStream(),
+        TopicStream(),
+        PhoneStream(),
+        TpchGenerator(),
+        PacketTraffic(),
+        OnOffSources(),
+        HeterogeneousTasks(),
+        UserFile(),
+    )
+}
 
 
 def _dataset_params() -> dict[str, dict[str, Any]]:

@@ -1,0 +1,18 @@
+"""``packets``: (being written)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from balancebench.generators.common import Generator, TableWriter
+
+
+class PacketTraffic(Generator):
+    name = "packets"
+    description = "(not implemented yet)"
+    kind = "packets"
+    main_table = "packets"
+    params = ("seed",)
+
+    def write(self, out: TableWriter, params: dict[str, Any]) -> None:
+        raise NotImplementedError(f"dataset: generator {self.name!r} is not implemented yet")

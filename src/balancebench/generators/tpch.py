@@ -1,0 +1,18 @@
+"""``tpch``: (being written)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from balancebench.generators.common import Generator, TableWriter
+
+
+class TpchGenerator(Generator):
+    name = "tpch"
+    description = "(not implemented yet)"
+    kind = "tables"
+    main_table = "lineitem"
+    params = ("seed",)
+
+    def write(self, out: TableWriter, params: dict[str, Any]) -> None:
+        raise NotImplementedError(f"dataset: generator {self.name!r} is not implemented yet")

@@ -1,0 +1,18 @@
+"""``user_file``: (being written)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from balancebench.generators.common import Generator, TableWriter
+
+
+class UserFile(Generator):
+    name = "user_file"
+    description = "(not implemented yet)"
+    kind = "stream"
+    main_table = "events"
+    params = ("seed",)
+
+    def write(self, out: TableWriter, params: dict[str, Any]) -> None:
+        raise NotImplementedError(f"dataset: generator {self.name!r} is not implemented yet")
