@@ -57,3 +57,19 @@ def test_bad_params_are_rejected_with_a_clear_message(dagbag, name, value, needl
         params[name] = value
     assert f"Invalid input for param {name}: " in str(err.value)
     assert needle in str(err.value)
+
+
+def test_generate_dataset_shape_and_params(dagbag):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from balancebench.generators import GENERATORS
+    from balancebench.params import DATASET_DAG_PARAMS
+
+    dag = dagbag.dags["generate_dataset"]
+    assert set(dag.task_ids) == {"generate", "validate"}
+    assert set(dag.params.keys()) == set(DATASET_DAG_PARAMS)
+    assert DATASET_DAG_PARAMS["dataset"]["enum"] == sorted(GENERATORS)
+    dag.params.validate()
+    params = copy.deepcopy(dag.params)
+    with pytest.raises(ParamValidationError, match="'nope' is not one of"):
+        params["dataset"] = "nope"

@@ -68,6 +68,16 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "backlog_s_max": "Max over batches of (batch start - batch close) under the replay model.",
     "wall_s": "Wall time of the whole Spark application's measured replay, seconds.",
+    "rows_<table>_tuples": (
+        "Rows of a dataset table as written (one metric per table, e.g. rows_events_tuples)."
+    ),
+    "generate_s": (
+        "Wall time the generator took to write the dataset, seconds (a reused cached "
+        "dataset keeps the figure of its original write, from its manifest)."
+    ),
+    "generate_rows_per_s": "Rows of all tables divided by generate_s.",
+    "validation_expectations": "Great Expectations expectations evaluated on the dataset.",
+    "validation_failed_expectations": "Of those, how many failed (0 = the dataset passed).",
     "oracle_passed": (
         "1 if every batch's count table and TOPK equal Spark's plain groupBy on the same "
         "batch, else 0 (the run then fails)."

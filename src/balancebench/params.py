@@ -97,6 +97,18 @@ for _name, _cls in STRATEGIES.items():
         }
 
 
+#: Params of the ``generate_dataset`` DAG: the dataset choice, its Params, validation.
+DATASET_DAG_PARAMS: dict[str, dict[str, Any]] = {
+    name: EXPERIMENT_PARAMS[name]
+    for name in ("dataset", *DATASET_PARAMS, "zipf_fit_tolerance", "experiment")
+}
+
+
+def validate_dataset_params(values: dict[str, Any]) -> dict[str, Any]:
+    """Like :func:`validate_params` for the ``generate_dataset`` DAG."""
+    return check_values(DATASET_DAG_PARAMS, values, what="dataset params")
+
+
 def defaults() -> dict[str, Any]:
     return {name: copy.deepcopy(spec["default"]) for name, spec in EXPERIMENT_PARAMS.items()}
 

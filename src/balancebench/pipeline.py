@@ -13,7 +13,7 @@ from balancebench import tracking
 from balancebench.compare import SERIES, comparison_figure, comparison_table
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params, get_generator
-from balancebench.params import validate_params
+from balancebench.params import validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
 
@@ -28,6 +28,8 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
     parent = tracking.start_parent_run(p["experiment"], p, dag_id, run_id, manifest.digest)
     client = tracking._mlflow().MlflowClient()
     client.log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
+    for name, value in tracking.dataset_metrics(manifest).items():
+        client.log_metric(parent, name, value)
     return {
         "dataset_dir": str(dataset_dir),
         "dataset_digest": manifest.digest,
@@ -37,6 +39,38 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
         "dag_id": dag_id,
         "run_id": run_id,
     }
+
+
+def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """The ``generate_dataset`` DAG's first step: check Params, write (or reuse) the
+    dataset, and open an MLflow run (role ``dataset``) carrying its params and manifest."""
+    p = validate_dataset_params(params)
+    dataset_dir, manifest = generate(
+        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
+    )
+    run = tracking.start_dataset_run(p["experiment"], p, dag_id, run_id, dataset_dir, manifest)
+    return {
+        "dataset": p["dataset"],
+        "dataset_dir": str(dataset_dir),
+        "dataset_digest": manifest.digest,
+        "rows": {t: f["rows"] for t, f in manifest.tables.items()},
+        "mlflow_run_id": run,
+        "params": p,
+    }
+
+
+def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
+    """GX suites of a generated dataset; result and outcome logged to its MLflow run,
+    which ends FINISHED or FAILED."""
+    run = generated["mlflow_run_id"]
+    report = validate_dataset(
+        generated["dataset_dir"],
+        validation_dir() / f"{run}.json",
+        {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]},
+    )
+    tracking.log_validation(run, report)
+    tracking.end_run(run, "FINISHED" if report.success else "FAILED", report.message())
+    return report
 
 
 def check_dataset_serves_workload(dataset: str) -> None:
@@ -60,9 +94,7 @@ def validate_step(generated: dict[str, Any]) -> ValidationReport:
         validation_dir() / f"{parent}.json",
         {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]},
     )
-    client = tracking._mlflow().MlflowClient()
-    client.log_artifact(parent, str(report.result_path), "validation")
-    client.set_tag(parent, "validation", "passed" if report.success else "failed")
+    tracking.log_validation(parent, report)
     if not report.success:
         tracking.end_run(parent, "FAILED", report.message())
     return report

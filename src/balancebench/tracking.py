@@ -135,6 +135,69 @@ def start_parent_run(
     return run.info.run_id
 
 
+def start_dataset_run(
+    experiment: str,
+    params: dict[str, Any],
+    dag_id: str,
+    run_id: str,
+    dataset_dir: Path,
+    manifest: Any,
+) -> str:
+    """An MLflow run (role ``dataset``) for one generated dataset; left open for the
+    validation step. Logs the params, the manifest, rows per table and generation time."""
+    mlflow = _mlflow()
+    client = mlflow.MlflowClient()
+    run = client.create_run(
+        ensure_experiment(experiment),
+        run_name=f"dataset {params['dataset']}",
+        tags={
+            ROLE_TAG: "dataset",
+            "airflow.dag_id": dag_id,
+            "airflow.run_id": run_id,
+            "dataset": params["dataset"],
+        },
+    )
+    rid = run.info.run_id
+    client.log_batch(
+        rid,
+        params=[
+            mlflow.entities.Param(k, v)
+            for k, v in {
+                **flat_params(manifest.params),
+                "dataset": params["dataset"],
+                "dataset_dir": str(dataset_dir),
+                "dataset_digest": manifest.digest,
+                "git_commit": git_commit(),
+            }.items()
+        ],
+        metrics=[
+            mlflow.entities.Metric(k, float(v), 0, 0) for k, v in dataset_metrics(manifest).items()
+        ],
+    )
+    client.log_artifact(rid, str(Path(dataset_dir) / "manifest.json"), "dataset")
+    log_metric_definitions(rid)
+    return rid
+
+
+def dataset_metrics(manifest: Any) -> dict[str, float]:
+    """Rows per table (``rows_<table>_tuples``), generation time and rate."""
+    out = {f"rows_{t}_tuples": float(f["rows"]) for t, f in manifest.tables.items()}
+    rows = float(sum(f["rows"] for f in manifest.tables.values()))
+    out["generate_s"] = float(manifest.generate_s)
+    if manifest.generate_s > 0:
+        out["generate_rows_per_s"] = rows / manifest.generate_s
+    return out
+
+
+def log_validation(run_id: str, report: Any) -> None:
+    """The full GX result (artifact), its outcome (tag) and counts (metrics) on a run."""
+    client = _mlflow().MlflowClient()
+    client.log_artifact(run_id, str(report.result_path), "validation")
+    client.set_tag(run_id, "validation", "passed" if report.success else "failed")
+    client.log_metric(run_id, "validation_expectations", float(report.evaluated))
+    client.log_metric(run_id, "validation_failed_expectations", float(len(report.failed)))
+
+
 def log_metric_definitions(run_id: str) -> None:
     _mlflow().MlflowClient().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
 
