@@ -68,3 +68,15 @@ def test_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
         generate_zipf_stream(tmp_path, **SMALL)
     assert not any(p.name != "zipf_stream" for p in tmp_path.iterdir())
     assert list((tmp_path / "zipf_stream").iterdir()) == []
+
+
+@pytest.mark.parametrize(("n_keys", "s"), [(1, 1.0), (7, 0.0), (1000, 0.8), (50_000, 1.2)])
+def test_guide_table_search_equals_searchsorted(n_keys, s):
+    from balancebench.generators.zipf_stream import InverseCdf
+    from balancebench.profiles import zipf_probabilities
+
+    cdf = np.cumsum(zipf_probabilities(n_keys, s))
+    cdf[-1] = 1.0
+    u = np.random.default_rng(0).random(200_000)
+    u[:3] = [0.0, np.nextafter(1.0, 0.0), cdf[0] if n_keys > 1 else 0.5]  # edges, a step
+    assert np.array_equal(InverseCdf(cdf).index(u), np.searchsorted(cdf, u, side="right"))
