@@ -199,6 +199,12 @@ class Generator(ABC):
     def check(self, params: dict[str, Any]) -> None:  # noqa: B027 - optional hook
         """Checks beyond the schema, before any work (e.g. a user file exists)."""
 
+    def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Params completed from outside the Params, after ``check`` and before the
+        dataset id is computed: e.g. the sha256 of an input file, so that an edited file
+        makes a new dataset instead of reusing a stale one. Default: unchanged."""
+        return params
+
     @abstractmethod
     def write(self, out: TableWriter, params: dict[str, Any]) -> None:
         """Write the tables; deterministic from ``params`` (``params["seed"]``)."""
@@ -247,6 +253,7 @@ def run_generator(
     mine = {k: specs[k] for k in generator.params}
     params = check_values(mine, values, what=f"{generator.name} params")
     generator.check(params)
+    params = generator.resolve(dict(params))
     final_dir = Path(out_root) / generator.name / params_id(generator.name, params)
     if (final_dir / MANIFEST).exists():
         try:

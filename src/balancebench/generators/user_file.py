@@ -1,18 +1,601 @@
-"""``user_file``: (being written)."""
+"""``user_file``: a user's own CSV, Parquet or text file replayed as a key stream.
+
+This is how the pipeline runs on real data. Table ``events``: ``tuple_id`` (int64,
+0..n-1 in event-time order), ``event_time_s`` (float64, seconds since the first event:
+starts at 0, non-decreasing), ``key`` (int64). Table ``keys``: ``key`` (int64),
+``value`` (string): one row per distinct key, sorted by ``key``.
+
+- **Keys.** CSV/Parquet: the ``user_file_key_column`` column. Integer columns (and CSV
+  columns whose every value is the canonical text of an int64, e.g. ``42`` but not
+  ``007``) keep their integers as keys and ``keys.value`` is ``str(key)``. Any other key
+  column (text, floats, dates, ...) is dictionary-encoded: its values as text, sorted by
+  UTF-8 bytes (code-point order) and numbered 0..k-1, so the encoding is deterministic.
+  ``keys`` is written in both cases, so every dataset of this generator has one layout.
+  In a CSV only an empty field is a null (``NA``, ``null`` are ordinary keys).
+- **Text.** Every word is one tuple, in reading order: words are maximal runs of
+  ``[\\p{L}\\p{N}_]`` (Unicode letters, digits, underscore: Python's ``\\w+`` up to rare
+  code points) after Unicode lower-casing (Arrow's ``utf8_lower``); see :func:`words`.
+  The same pattern works in RE2, Java (Spark) and the ``regex`` module.
+- **Time.** With ``user_file_time_column``, numeric seconds or timestamps (ISO-8601 text
+  in a CSV) become seconds since the earliest value; rows are sorted by it (stable, so
+  ties keep file order). Without it, arrivals are a Poisson process at the shared
+  ``input_rate_tuples_per_s`` from ``seed`` (the first tuple at 0 s).
+- **Identity.** The dataset folder name hashes the params, and the params name only the
+  path, so ``resolve`` records the file's sha256 in ``user_file_sha256``: a changed file
+  gets a new dataset instead of a stale one. Given by the user, ``user_file_sha256`` pins
+  the content (a different file fails).
+
+Bad input fails before any table is written, with a ``ValueError`` naming the Param:
+missing/empty/unreadable file, unknown extension, not a Parquet file, missing key or
+time column (the columns found are listed), nulls in the key column, a time column that
+is neither numbers nor timestamps. File-level problems are found by ``check``; problems
+in the values when ``write`` loads them, before it writes anything.
+"""
 
 from __future__ import annotations
 
+import codecs
+import hashlib
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from balancebench.generators.common import Generator, TableWriter
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from balancebench.generators.common import (
+    CHUNK_ROWS,
+    Generator,
+    Manifest,
+    TableWriter,
+    poisson_times,
+    read_table,
+)
+
+#: A word: a maximal run of Unicode letters, digits and underscores (RE2/Java syntax).
+WORD_PATTERN = r"[\p{L}\p{N}_]+"
+#: What separates words (the complement of ``WORD_PATTERN``).
+NON_WORD_PATTERN = r"[^\p{L}\p{N}_]+"
+#: Bytes read at a time from a text file (cut at a newline).
+TEXT_BLOCK_BYTES = 1 << 25
+
+FORMATS_BY_SUFFIX = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".txt": "text",
+    ".text": "text",
+}
+
+EVENTS_SCHEMA = pa.schema(
+    [("tuple_id", pa.int64()), ("event_time_s", pa.float64()), ("key", pa.int64())]
+)
+KEYS_SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.string())])
+
+
+# --- Files, shared with the ``tasks`` generator -------------------------------------------
+
+
+def existing_file(field: str, path: str | Path, what: str) -> Path:
+    """``path`` as a Path if it is an existing, non-empty file, else ``ValueError(field...)``."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ValueError(f"{field}: {str(path)!r} does not exist; expected an existing {what}")
+    if not p.is_file():
+        raise ValueError(f"{field}: {str(path)!r} is not a file; expected an existing {what}")
+    try:
+        with p.open("rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"{field}: cannot read {str(path)!r} ({exc}); expected a readable {what}"
+        ) from None
+    if p.stat().st_size == 0:
+        raise ValueError(f"{field}: {str(path)!r} is empty; expected a non-empty {what}")
+    return p
+
+
+def file_sha256(field: str, path: Path, *, utf8: bool = False) -> str:
+    """Hex sha256 of the file; with ``utf8``, also check that it is valid UTF-8 text."""
+    digest = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        with path.open("rb") as f:
+            while block := f.read(1 << 24):
+                digest.update(block)
+                if utf8:
+                    try:
+                        decoder.decode(block)
+                    except UnicodeDecodeError as exc:
+                        raise ValueError(
+                            f"{field}: {str(path)!r} is not UTF-8 text (invalid byte at offset "
+                            f"{offset + exc.start}); expected a UTF-8 text file"
+                        ) from None
+                offset += len(block)
+            if utf8:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    raise ValueError(
+                        f"{field}: {str(path)!r} is not UTF-8 text (truncated character at the "
+                        "end); expected a UTF-8 text file"
+                    ) from None
+    except OSError as exc:
+        raise ValueError(
+            f"{field}: cannot read {str(path)!r} ({exc}); expected a readable file"
+        ) from None
+    return digest.hexdigest()
+
+
+def pin_sha256(params: dict[str, Any], field: str, actual: str) -> dict[str, Any]:
+    """``params`` with ``actual`` in ``params[field]``; a digest the user gave must match.
+
+    Called from ``resolve``, before the dataset id is computed, so the recorded digest
+    makes the id (and the manifest) follow the file's content, not only its path.
+    """
+    given = params.get(field)
+    if given not in (None, "") and str(given).lower() != actual:
+        raise ValueError(
+            f"{field}: the file's sha256 is {actual}, not the {given!r} given; expected the "
+            "digest of the current file (or null to accept any content)"
+        )
+    return {**params, field: actual}
+
+
+def read_lines(path: Path, block_bytes: int = TEXT_BLOCK_BYTES) -> Iterator[pa.Array]:
+    """The file's lines (without ``\\n`` / ``\\r\\n``), as string arrays, block by block.
+
+    A final line without a newline counts; a trailing newline does not add an empty line.
+    """
+    with path.open("rb") as f:
+        rest = b""
+        while True:
+            block = f.read(block_bytes)
+            data = rest + block
+            if not block:
+                if data:
+                    yield _lines_array(data)
+                return
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            rest = data[cut + 1 :]
+            yield _lines_array(data[:cut])
+
+
+def _lines_array(data: bytes) -> pa.Array:
+    lines = data.decode("utf-8").split("\n")
+    array = pa.array(lines, type=pa.string())
+    return pc.replace_substring_regex(array, r"\r$", "")
+
+
+def words(lines: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The lower-cased words of ``lines`` in reading order (the tokenizer of this project)."""
+    split = pc.split_pattern_regex(pc.utf8_lower(lines), NON_WORD_PATTERN)
+    flat = pc.list_flatten(split)
+    return pc.filter(flat, pc.not_equal(flat, ""))
+
+
+def count_words(lines: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Words per line (int64; null lines count 0), same tokenizer as :func:`words`."""
+    counts = pc.count_substring_regex(lines, WORD_PATTERN)
+    return pc.fill_null(counts, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+# --- The generator -------------------------------------------------------------------------
+
+
+def _format(params: dict[str, Any], path: Path) -> str:
+    fmt = params["user_file_format"]
+    if fmt != "auto":
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS_BY_SUFFIX:
+        raise ValueError(
+            f"user_file_format: cannot tell the format of {path.name!r} from its extension "
+            f"{suffix!r}; expected a file ending in {sorted(FORMATS_BY_SUFFIX)}, or set "
+            "user_file_format to 'csv', 'parquet' or 'text'"
+        )
+    return FORMATS_BY_SUFFIX[suffix]
+
+
+def _missing_column(field: str, column: str, path: Path, names: list[str]) -> ValueError:
+    return ValueError(
+        f"{field}: no column {column!r} in {path.name!r}; columns found: {names}; expected one "
+        "of those"
+    )
+
+
+def _csv_reader(path: Path, **convert: Any) -> pacsv.CSVStreamingReader:
+    try:
+        return pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=1 << 20),
+            convert_options=pacsv.ConvertOptions(**convert),
+        )
+    except pa.ArrowException as exc:
+        raise ValueError(
+            f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a CSV file "
+            "with a header row"
+        ) from None
 
 
 class UserFile(Generator):
     name = "user_file"
-    description = "(not implemented yet)"
+    description = "A user's CSV, Parquet or text file (words become keys) replayed as a stream."
+    reference = "issue: user files (real data through the same pipeline)"
     kind = "stream"
     main_table = "events"
-    params = ("seed",)
+    params = (
+        "user_file_path",
+        "user_file_format",
+        "user_file_key_column",
+        "user_file_time_column",
+        "user_file_sha256",
+        "input_rate_tuples_per_s",
+        "seed",
+    )
+    own_params = {
+        "user_file_path": {
+            "type": "string",
+            "maxLength": 4096,
+            "default": "",
+            "title": "User file: path",
+            "description": "The CSV, Parquet or text file to replay (required for this "
+            "dataset; an absolute path is safest, Airflow tasks may run elsewhere).",
+        },
+        "user_file_format": {
+            "type": "string",
+            "enum": ["auto", "csv", "parquet", "text"],
+            "default": "auto",
+            "title": "User file: format",
+            "description": "auto: from the extension (.csv; .parquet/.pq; .txt/.text). "
+            "text: every lower-cased word (run of letters, digits, _) is one tuple.",
+        },
+        "user_file_key_column": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1000,
+            "default": "key",
+            "title": "User file: key column",
+            "description": "CSV/Parquet column holding the key (ignored for text). Integers "
+            "stay keys; other values are numbered in sorted order (table keys).",
+        },
+        "user_file_time_column": {
+            "type": ["string", "null"],
+            "maxLength": 1000,
+            "default": None,
+            "title": "User file: time column",
+            "description": "Optional CSV/Parquet column of event times (numeric seconds or "
+            "timestamps); rows are sorted by it. Null: Poisson arrivals at "
+            "input_rate_tuples_per_s.",
+        },
+        "user_file_sha256": {
+            "type": ["string", "null"],
+            "pattern": "^([0-9a-fA-F]{64})?$",
+            "default": None,
+            "title": "User file: sha256",
+            "description": "Recorded by the generator (the file's content digest, part of "
+            "the dataset id). Set it to pin the content: a different file fails.",
+        },
+    }
+
+    # --- checks before any work ---
+
+    def check(self, params: dict[str, Any]) -> None:
+        path_text = params["user_file_path"]
+        if not path_text:
+            raise ValueError(
+                "user_file_path: required for dataset 'user_file'; expected the path of a "
+                "CSV, Parquet or text file (e.g. /data/clicks.csv)"
+            )
+        path = existing_file("user_file_path", path_text, "CSV, Parquet or text file")
+        fmt = _format(params, path)
+        if fmt == "text":
+            if params["user_file_time_column"]:
+                raise ValueError(
+                    "user_file_time_column: a text file has no columns; expected null for "
+                    "format 'text' (words arrive at input_rate_tuples_per_s)"
+                )
+        else:
+            names = self._columns(path, fmt)
+            key = params["user_file_key_column"]
+            if key not in names:
+                raise _missing_column("user_file_key_column", key, path, names)
+            time_col = params["user_file_time_column"]
+            if time_col and time_col not in names:
+                raise _missing_column("user_file_time_column", time_col, path, names)
+            self._check_not_empty(path, fmt)
+
+    def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
+        path = Path(params["user_file_path"]).expanduser()
+        sha = file_sha256("user_file_path", path, utf8=_format(params, path) == "text")
+        return pin_sha256(params, "user_file_sha256", sha)
+
+    @staticmethod
+    def _columns(path: Path, fmt: str) -> list[str]:
+        if fmt == "parquet":
+            try:
+                return list(pq.ParquetFile(path).schema_arrow.names)
+            except (pa.ArrowException, OSError) as exc:
+                raise ValueError(
+                    f"user_file_path: {path.name!r} is not a Parquet file ({exc}); expected a "
+                    "Parquet file, or set user_file_format"
+                ) from None
+        return list(_csv_reader(path).schema.names)
+
+    @staticmethod
+    def _check_not_empty(path: Path, fmt: str) -> None:
+        if fmt == "parquet":
+            rows = pq.ParquetFile(path).metadata.num_rows
+        else:
+            rows = 0
+            reader = _csv_reader(path)
+            try:
+                for batch in reader:
+                    rows += batch.num_rows
+                    if rows:
+                        break
+            except pa.ArrowException as exc:
+                raise ValueError(
+                    f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a "
+                    "CSV file with a header row"
+                ) from None
+        if rows == 0:
+            raise ValueError(
+                f"user_file_path: {path.name!r} has no data rows; expected at least one row"
+            )
+
+    # --- loading (all value checks happen here, before anything is written) ---
+
+    def _load(self, params: dict[str, Any]) -> tuple[pa.ChunkedArray, np.ndarray | None]:
+        """The key values in file order and the seconds since the first event (or None)."""
+        path = Path(params["user_file_path"]).expanduser()
+        fmt = _format(params, path)
+        if fmt == "text":
+            chunks = [words(lines) for lines in read_lines(path)]
+            tokens = pa.chunked_array(chunks, type=pa.string())
+            if len(tokens) == 0:
+                raise ValueError(
+                    f"user_file_path: {path.name!r} has no words (runs of letters, digits or "
+                    "_); expected a text file with at least one word"
+                )
+            return tokens, None
+        key_col, time_col = params["user_file_key_column"], params["user_file_time_column"]
+        columns = [key_col] + ([time_col] if time_col and time_col != key_col else [])
+        if fmt == "parquet":
+            try:
+                table = pq.read_table(path, columns=columns)
+            except (pa.ArrowException, OSError) as exc:
+                raise ValueError(
+                    f"user_file_path: cannot read {path.name!r} as Parquet ({exc}); expected "
+                    "a readable Parquet file"
+                ) from None
+        else:
+            try:
+                table = pacsv.read_csv(
+                    path,
+                    convert_options=pacsv.ConvertOptions(
+                        include_columns=columns,
+                        column_types={key_col: pa.string()},
+                        null_values=[""],
+                        strings_can_be_null=True,
+                    ),
+                )
+            except pa.ArrowException as exc:
+                raise ValueError(
+                    f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a "
+                    "CSV file with a header row"
+                ) from None
+        if table.num_rows == 0:
+            raise ValueError(
+                f"user_file_path: {path.name!r} has no data rows; expected at least one row"
+            )
+        keys = table.column(key_col)
+        _no_nulls("user_file_key_column", key_col, keys)
+        seconds = None
+        if time_col:
+            times = table.column(time_col)
+            _no_nulls("user_file_time_column", time_col, times)
+            seconds = _seconds_since_first(time_col, times)
+        return keys, seconds
+
+    # --- writing ---
 
     def write(self, out: TableWriter, params: dict[str, Any]) -> None:
-        raise NotImplementedError(f"dataset: generator {self.name!r} is not implemented yet")
+        values, seconds = self._load(params)
+        keys, dictionary = encode_keys(params["user_file_key_column"], values)
+        del values
+        n = len(keys)
+        if seconds is None:
+            rng = np.random.default_rng(params["seed"])
+            times = np.zeros(n)
+            if n > 1:
+                times[1:] = poisson_times(rng, n - 1, params["input_rate_tuples_per_s"], 0.0)
+        else:
+            order = np.argsort(seconds, kind="stable")
+            keys, times = keys[order], seconds[order]
+        with out.table("events", EVENTS_SCHEMA) as write:
+            for start in range(0, n, CHUNK_ROWS):
+                stop = min(n, start + CHUNK_ROWS)
+                write(
+                    pa.record_batch(
+                        [
+                            pa.array(np.arange(start, stop, dtype=np.int64)),
+                            pa.array(times[start:stop]),
+                            pa.array(keys[start:stop]),
+                        ],
+                        schema=EVENTS_SCHEMA,
+                    )
+                )
+        out.write_table("keys", dictionary)
+
+    # --- validation ---
+
+    def validation_frames(
+        self, dataset_dir: Path, manifest: Manifest, settings: dict[str, Any]
+    ) -> dict[str, Callable[[], pd.DataFrame]]:
+        frames = super().validation_frames(dataset_dir, manifest, settings)
+
+        def profile_keys() -> pd.DataFrame:
+            events = read_table(dataset_dir, manifest, "events", ["key"]).column(0).drop_null()
+            listed = read_table(dataset_dir, manifest, "keys", ["key"]).column(0).drop_null()
+            distinct = pc.unique(events)
+            known = pc.sum(pc.is_in(distinct, value_set=listed)).as_py() or 0
+            unknown = len(distinct) - int(known)
+            counts = pc.value_counts(events).field("counts") if len(events) else pa.array([0])
+            top = int(pc.max(counts).as_py() or 0)
+            row = {
+                "tuples": len(events),
+                "distinct_keys": len(distinct),
+                "keys_listed": len(listed),
+                "unknown_keys": unknown,
+                "top_key_share": top / len(events) if len(events) else 0.0,
+                # Every key of the stream is listed, and nothing else is.
+                "keys_match": int(unknown == 0 and len(distinct) == len(pc.unique(listed))),
+            }
+            return pd.DataFrame([row])
+
+        frames["profile_keys"] = profile_keys
+        return frames
+
+    def extra_suite_parameters(self, manifest: Manifest) -> dict[str, Any]:
+        return {"max_tuple_id": manifest.row_count - 1}
+
+
+def _no_nulls(field: str, column: str, values: pa.ChunkedArray) -> None:
+    nulls = values.null_count
+    if nulls:
+        first = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
+        raise ValueError(
+            f"{field}: column {column!r} has {nulls} null value(s), the first in data row "
+            f"{first} (0-based); expected a value in every row"
+        )
+
+
+def _seconds_since_first(column: str, values: pa.ChunkedArray) -> np.ndarray:
+    """float64 seconds since the earliest value of a numeric or timestamp column."""
+    field = "user_file_time_column"
+    expected = "expected numeric seconds or timestamps (ISO-8601 text in a CSV)"
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values = values.cast(kind.value_type)
+        kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        values = _parse_time_text(column, values)
+        kind = values.type
+    if pa.types.is_date(kind):
+        values = values.cast(pa.timestamp("ms"))
+        kind = values.type
+    if pa.types.is_timestamp(kind):
+        ticks = values.cast(pa.int64()).to_numpy()
+        per_second = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[kind.unit]
+        return (ticks - ticks.min()).astype(np.float64) / per_second
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        numbers = values.cast(pa.float64()).to_numpy()
+        bad = ~np.isfinite(numbers)
+        if bad.any():
+            raise ValueError(
+                f"{field}: column {column!r} has {int(bad.sum())} value(s) that are not finite "
+                f"numbers, the first in data row {int(np.flatnonzero(bad)[0])}; {expected}"
+            )
+        return numbers - numbers.min()
+    raise ValueError(f"{field}: column {column!r} is of type {kind}; {expected}")
+
+
+def _parse_time_text(column: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Text times: numbers of seconds, or ISO-8601 timestamps (naive or with an offset)."""
+    for target in (pa.float64(), pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+        try:
+            return values.cast(target)
+        except pa.ArrowException:
+            continue
+    row, value = _first_unparsable(values)
+    where = f"e.g. {value!r} in data row {row}" if row >= 0 else "mixed formats"
+    raise ValueError(
+        f"user_file_time_column: column {column!r} holds text that is neither numbers nor "
+        f"ISO-8601 timestamps ({where}); expected numeric seconds or timestamps, all naive "
+        "or all with a zone offset"
+    )
+
+
+def _first_unparsable(values: pa.ChunkedArray) -> tuple[int, str]:
+    """(row, value) of the first text that is neither a number nor an ISO-8601 time."""
+    for row, value in enumerate(values.to_pylist()):
+        try:
+            float(value)
+            continue
+        except ValueError:
+            pass
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            return row, value
+    return -1, ""
+
+
+def encode_keys(column: str, values: pa.ChunkedArray) -> tuple[np.ndarray, pa.Table]:
+    """int64 keys and the ``keys`` table (key, value) for key values in file order.
+
+    Integers are kept; anything else is numbered by the sorted order of its text.
+    """
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values = values.cast(kind.value_type)
+        kind = values.type
+    if pa.types.is_integer(kind) and kind != pa.uint64():
+        ints = values.cast(pa.int64())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        ints = _canonical_ints(values)
+    elif kind == pa.uint64() and (pc.max(values).as_py() or 0) < 2**63:
+        ints = values.cast(pa.int64())
+    else:
+        ints = None
+    if ints is not None:
+        keys = ints.to_numpy()
+        unique = np.unique(keys)
+        table = pa.table(
+            {"key": pa.array(unique), "value": pc.cast(pa.array(unique), pa.string())},
+            schema=KEYS_SCHEMA,
+        )
+        return keys, table
+    if pa.types.is_nested(kind):
+        raise ValueError(
+            f"user_file_key_column: column {column!r} is of type {kind}; expected scalar keys "
+            "(integers, text, numbers, dates)"
+        )
+    try:
+        text = values.cast(pa.string())
+    except pa.ArrowException as exc:
+        raise ValueError(
+            f"user_file_key_column: column {column!r} of type {kind} cannot be read as text "
+            f"({exc}); expected integers or text"
+        ) from None
+    unique = pc.unique(text)
+    unique = unique.take(pc.sort_indices(unique))
+    keys = pc.index_in(text, value_set=unique).to_numpy().astype(np.int64)
+    table = pa.table(
+        {"key": pa.array(np.arange(len(unique), dtype=np.int64)), "value": unique},
+        schema=KEYS_SCHEMA,
+    )
+    return keys, table
+
+
+def _canonical_ints(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """The values as int64 if every one is the canonical text of an int64, else None."""
+    # A failing cast scans the whole column (seconds at 10M rows): try a prefix first.
+    for values in (text.slice(0, 1000), text):
+        try:
+            ints = values.cast(pa.int64())
+        except pa.ArrowException:
+            return None
+        if not pc.all(pc.equal(ints.cast(pa.string()), values)).as_py():
+            return None
+    return ints
