@@ -230,6 +230,10 @@ def test_bad_text_files_fail_fast_and_leave_nothing(tmp_path):
         generate(
             "tasks",
             out,
-            {"tasks_text_path": str(files / "ok.txt"), "tasks_text_sha256": "0" * 64},
+            {
+                "tasks_sizes": [1, 1, 1],
+                "tasks_text_path": str(files / "ok.txt"),
+                "tasks_text_sha256": "0" * 64,
+            },
         )
     assert not out.exists()
