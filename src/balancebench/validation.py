@@ -154,15 +154,29 @@ def validate_dataset(
     )
 
 
+def _raised(info: Any) -> str | None:
+    """The exception message of an expectation that raised: GX keeps it either at the top
+    of ``exception_info`` or under the id of the metric that failed."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("raised_exception"):
+        return str(info.get("exception_message"))
+    for value in info.values():
+        if isinstance(value, dict) and value.get("raised_exception"):
+            return str(value.get("exception_message"))
+    return None
+
+
 def _describe(result: Any) -> str:
     """``type(kwargs): what was observed`` of one failed expectation."""
     cfg = result.expectation_config
     kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
     res = result.result or {}
+    raised = _raised(result.exception_info)
     if "observed_value" in res:
         found = f"observed {res['observed_value']!r}"
-    elif result.exception_info and result.exception_info.get("raised_exception"):
-        found = f"raised {result.exception_info.get('exception_message')}"
+    elif raised:
+        found = f"raised {raised}"
     else:
         sample = res.get("partial_unexpected_list", [])[:5]
         found = f"{res.get('unexpected_count')} unexpected values, e.g. {sample}"

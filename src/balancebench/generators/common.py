@@ -105,14 +105,15 @@ class ColumnDigest:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             self._h.update(name.encode())
             self._h.update(str(column.type).encode())
-            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                # A compact copy (offsets from 0): validity, offsets and UTF-8 bytes.
-                for buf in pa.concat_arrays([column]).buffers():
-                    if buf is not None:
-                        self._h.update(buf)
+            kind = column.type
+            if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and column.null_count == 0:
+                self._h.update(np.ascontiguousarray(column.to_numpy()).tobytes())
                 continue
-            values = column.to_numpy(zero_copy_only=False)
-            self._h.update(np.ascontiguousarray(values).tobytes())
+            # Anything else (strings, decimals, dates, nulls): the buffers of a compact copy
+            # (offsets from 0) - never numpy object arrays, whose bytes are addresses.
+            for buf in pa.concat_arrays([column]).buffers():
+                if buf is not None:
+                    self._h.update(buf)
 
     def hexdigest(self) -> str:
         return "sha256:" + self._h.hexdigest()
