@@ -22,6 +22,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -107,7 +108,7 @@ class ColumnDigest:
             self._h.update(str(column.type).encode())
             kind = column.type
             if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and column.null_count == 0:
-                self._h.update(np.ascontiguousarray(column.to_numpy()).tobytes())
+                self._h.update(np.ascontiguousarray(column.to_numpy()))  # no copy
                 continue
             # Anything else (strings, decimals, dates, nulls): the buffers of a compact copy
             # (offsets from 0) - never numpy object arrays, whose bytes are addresses.
@@ -138,6 +139,24 @@ def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
+def parquet_writer(
+    path: Path, schema: pa.Schema, delta_columns: tuple[str, ...] = ()
+) -> pq.ParquetWriter:
+    """The Parquet writer of every dataset table: zstd; dictionary encoding only for
+    string columns (on high-cardinality numbers it is wasted work: measured on the Zipf
+    stream, 2.63 s -> 1.88 s per 10M rows without it, 1.46 s with delta-encoded ids)."""
+    strings = [
+        f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    ]
+    return pq.ParquetWriter(
+        path,
+        schema,
+        compression="zstd",
+        use_dictionary=strings or False,
+        column_encoding={c: "DELTA_BINARY_PACKED" for c in delta_columns} or None,
+    )
+
+
 class TableWriter:
     """Writes a dataset's tables into a folder and keeps the manifest facts and digest."""
 
@@ -147,11 +166,22 @@ class TableWriter:
         self.tables: dict[str, dict[str, Any]] = {}
 
     @contextmanager
-    def table(self, name: str, schema: pa.Schema) -> Iterator[Callable[[pa.RecordBatch], None]]:
-        """``with writer.table("events", SCHEMA) as write: write(batch)``."""
+    def table(
+        self, name: str, schema: pa.Schema, delta_columns: tuple[str, ...] = ()
+    ) -> Iterator[Callable[[pa.RecordBatch], None]]:
+        """``with writer.table("events", SCHEMA) as write: write(batch)``.
+
+        ``delta_columns``: integer columns stored with DELTA_BINARY_PACKED (ids in
+        arrival order compress to almost nothing)."""
         path = self.folder / f"{name}.parquet"
         rows = 0
-        with pq.ParquetWriter(path, schema, compression="zstd") as sink:
+        # Two background threads, each in order (same bytes, same digest): one hashes, one
+        # writes, while the generator draws the next batch. sha256 and the Parquet writer
+        # release the GIL, so the three share the cores.
+        hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hash-{name}")
+        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"write-{name}")
+        pending: list[tuple[Future, Future]] = []
+        with parquet_writer(path, schema, delta_columns) as sink:
 
             def write(batch: pa.RecordBatch) -> None:
                 nonlocal rows
@@ -160,11 +190,28 @@ class TableWriter:
                         [batch.column(i).cast(f.type) for i, f in enumerate(schema)],
                         schema=schema,
                     )
-                self.digest.update(batch, name)
-                sink.write_batch(batch)
+                while len(pending) >= 2:  # at most two batches in flight (bounded memory)
+                    for future in pending.pop(0):
+                        future.result()
+                pending.append(
+                    (
+                        hasher.submit(self.digest.update, batch, name),
+                        writer.submit(sink.write_batch, batch),
+                    )
+                )
                 rows += batch.num_rows
 
-            yield write
+            try:
+                yield write
+                for futures in pending:
+                    for future in futures:
+                        future.result()  # a failed write raises here, inside the atomic write
+            finally:
+                for futures in pending:
+                    for future in futures:
+                        future.cancel()
+                hasher.shutdown(wait=True)
+                writer.shutdown(wait=True)
         self.tables[name] = {
             "files": [path.name],
             "rows": rows,

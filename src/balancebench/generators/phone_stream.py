@@ -157,7 +157,7 @@ class PhoneStream(Generator):
         mu, sigma = schedule(params)
         total_steps = params["phone_stream_steps"] * params["phone_stream_cycles"]
         last_time = 0.0
-        with out.table("events", SCHEMA) as write:
+        with out.table("events", SCHEMA, delta_columns=("tuple_id",)) as write:
             for start in range(0, n_tuples, CHUNK_ROWS):
                 rows = min(CHUNK_ROWS, n_tuples - start)
                 ids = np.arange(start, start + rows, dtype=np.int64)

@@ -128,7 +128,7 @@ class TopicStream(Generator):
         drift_rng = np.random.default_rng([params["seed"], 1])
         mappings = [rng.permutation(n_keys).astype(np.int64)]
         last_time = 0.0
-        with out.table("events", SCHEMA) as write:
+        with out.table("events", SCHEMA, delta_columns=("tuple_id",)) as write:
             for start in range(0, n_tuples, CHUNK_ROWS):
                 rows = min(CHUNK_ROWS, n_tuples - start)
                 times = poisson_times(rng, rows, params["input_rate_tuples_per_s"], last_time)

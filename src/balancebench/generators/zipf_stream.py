@@ -105,7 +105,7 @@ class ZipfStream(Generator):
         draw = zipf_sampler(rng, n_keys, params["zipf_s"])
         rank_to_key = rng.permutation(n_keys).astype(np.int64)
         last_time = 0.0
-        with out.table("events", SCHEMA) as write:
+        with out.table("events", SCHEMA, delta_columns=("tuple_id",)) as write:
             for start in range(0, n_tuples, CHUNK_ROWS):
                 rows = min(CHUNK_ROWS, n_tuples - start)
                 ranks = draw(rows)
