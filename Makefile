@@ -29,9 +29,10 @@ test: setup
 test-fast: setup
 	$(UV_RUN) pytest -m "not slow"
 
-# Speed figures (printed tables; not part of the tests).
+# Speed figures (printed tables; not part of the tests). Each script takes --help.
 bench: setup
 	$(UV_RUN) python benchmarks/plan_time.py
+	$(UV_RUN) python benchmarks/generate.py
 
 lint: setup
 	$(UV_RUN) ruff check .

@@ -66,6 +66,33 @@ class TaskMetricsReader:
                 )
             time.sleep(0.05)
 
+    def stage_tasks(self, stage_id: int) -> list[dict] | None:
+        """Every successful task of the stage's completed attempt (polled until the
+        listener bus has delivered them); None for a skipped stage."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                attempts = self._get(f"/stages/{stage_id}")
+            except OSError:
+                attempts = []
+            if any(a.get("status") == "SKIPPED" for a in attempts):
+                return None
+            for attempt in attempts:
+                if attempt.get("status") != "COMPLETE":
+                    continue
+                n = attempt["numTasks"]
+                tasks = self._get(
+                    f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={10 * n + 100}"
+                )
+                done = {t["index"]: t for t in tasks if t.get("status") == "SUCCESS"}
+                if len(done) == n:
+                    return [done[i] for i in range(n)]
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"stage {stage_id}: no complete task list after {self.timeout_s}s"
+                )
+            time.sleep(0.05)
+
     def _complete_stage(self, stage_id: int, n_tasks: int) -> StageTasks | None:
         try:
             attempts = self._get(f"/stages/{stage_id}")
@@ -95,3 +122,46 @@ class TaskMetricsReader:
                 ),
             )
         return None
+
+
+@dataclass(frozen=True)
+class NodeTimes:
+    """Per node, summed over the node stages of some job groups."""
+
+    run_time_s: np.ndarray
+    records_read: np.ndarray
+    stages: int
+
+
+def node_times(reader: TaskMetricsReader, groups: list[str], n_nodes: int) -> NodeTimes:
+    """Task metrics of the *node stages* of ``groups``, summed per node.
+
+    A node stage runs one task per node: its tasks read node-partitioned data (partition
+    ``i`` = node ``i``; a union of such inputs has ``k * n`` tasks, task ``j`` on node
+    ``j mod n``) and it writes no shuffle (a stage that writes a shuffle is upstream of the
+    nodes: reading input, routing). Skipped stages (already computed) are ignored.
+    """
+    run = np.zeros(n_nodes)
+    read = np.zeros(n_nodes, dtype=np.int64)
+    stages = 0
+    tracker = reader.sc.statusTracker()
+    for group in groups:
+        stage_ids = sorted(
+            {
+                sid
+                for job in tracker.getJobIdsForGroup(group)
+                for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
+            }
+        )
+        for sid in stage_ids:
+            tasks = reader.stage_tasks(sid)
+            if tasks is None or len(tasks) % n_nodes:
+                continue
+            if any(t["taskMetrics"]["shuffleWriteMetrics"]["recordsWritten"] for t in tasks):
+                continue
+            stages += 1
+            for t in tasks:
+                node = t["index"] % n_nodes
+                run[node] += t["taskMetrics"]["executorRunTime"] / 1e3
+                read[node] += t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"]
+    return NodeTimes(run, read, stages)
