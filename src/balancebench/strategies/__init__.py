@@ -15,10 +15,12 @@ from typing import Any
 from balancebench.strategies.balanceload import BalanceLoadStrategy
 from balancebench.strategies.base import OPERATORS, Delta, MigrationPlan, PlanView, Strategy
 from balancebench.strategies.hash import HashStrategy
+from balancebench.strategies.join_architectures import BiStream, BiStream6, DynamicJoin
 from balancebench.strategies.mnrt import MnrtStrategy
 from balancebench.strategies.pkg import DChoicesStrategy, PkgStrategy, WChoicesStrategy
 from balancebench.strategies.qmmp import QmmpStrategy
 from balancebench.strategies.readj import ReadjStrategy
+from balancebench.strategies.spark_native import SparkAqe, SparkSalting, SparkStreaming
 
 #: name -> class; add a strategy by writing its module and listing it here.
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -32,6 +34,12 @@ STRATEGIES: dict[str, type[Strategy]] = {
         DChoicesStrategy,
         WChoicesStrategy,
         BalanceLoadStrategy,
+        DynamicJoin,
+        BiStream,
+        BiStream6,
+        SparkStreaming,
+        SparkAqe,
+        SparkSalting,
     )
 }
 
@@ -60,6 +68,11 @@ def strategy_settings(name: str, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def strategy_kind(name: str) -> str:
+    """``key_level`` (plans over a key router), ``join_architecture`` or ``spark_native``."""
+    return str(getattr(STRATEGIES[name], "kind", "key_level"))
+
+
 def is_per_tuple(name: str) -> bool:
     return bool(getattr(STRATEGIES[name], "per_tuple", False))
 
@@ -74,5 +87,6 @@ __all__ = [
     "get_strategy",
     "is_per_tuple",
     "strategy_param_name",
+    "strategy_kind",
     "strategy_settings",
 ]

@@ -156,6 +156,9 @@ class Strategy(ABC):
     operators: ClassVar[frozenset[str]] = frozenset(OPERATORS)
     #: Whether ``plan`` can move data at all (``hash``, ``pkg`` never do).
     plans: ClassVar[bool] = True
+    #: ``key_level`` (routes by key with ``routing``), ``join_architecture`` (Dynamic,
+    #: BiStream: its own tuple placement) or ``spark_native`` (a Spark baseline).
+    kind: ClassVar[str] = "key_level"
     #: JSON schema of the strategy's own parameters (name -> schema with ``default``);
     #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
