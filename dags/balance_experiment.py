@@ -1,14 +1,18 @@
 """
 ## balance_experiment
 
-Compares key-level data-distribution strategies (paper 000: `hash`, `qmmp`, `mnrt`) on a
-windowed TOPK over a Zipf-skewed stream. Wiring only; every step is a function of
+Compares data-distribution strategies of stream processing side by side on one workload:
+`topk`, `phone`, `wordcount` (aggregations) or `eq5`, `band` (TPC-H joins, paper 000).
+Each strategy decides where every tuple and every piece of state goes; Spark executes the
+stateful operator on those nodes, micro-batch by micro-batch, and every batch's result is
+checked against plain Spark SQL. Wiring only; every step is a function of
 `balancebench.pipeline`.
 
-1. **generate**: writes (or reuses) the seeded Zipf stream as Parquet + `manifest.json`
-   and opens the MLflow parent run.
-2. **validate**: runs the Great Expectations suite `expectations/zipf_stream.json`; a
-   failure stops the run here (no Spark job starts) and the GX result is kept.
+1. **generate**: checks the Params (the dataset must feed the workload, every strategy
+   must serve its operator: a bad choice fails here, naming the field), writes or reuses
+   the seeded dataset and opens the MLflow parent run.
+2. **validate**: runs the Great Expectations suites `expectations/<dataset>/`; a failure
+   stops the run here (no Spark job starts) and the GX result is kept.
 3. **run_strategy** (mapped over `strategies`): `spark-submit spark_apps/run_workload.py`
    through the `spark_default` connection; one MLflow child run per strategy.
 4. **compare**: comparison table (CSV) and figure (PNG) on the parent run.

@@ -18,6 +18,11 @@ TABLE_METRICS = [
     "plan_time_ms_mean",
     "routing_table_entries_max",
     "migrated_tuples_total",
+    "avg_received_tuples_per_node_total",
+    "replication_factor_total",
+    "state_tuples_max_node_max",
+    "nodes_used_max",
+    "result_rows_total",
     "oracle_passed",
 ]
 SERIES = ["imbalance_max_over_mean", "makespan_s"]

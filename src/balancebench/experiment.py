@@ -1,16 +1,18 @@
 """One strategy's run inside a Spark application, logged as an MLflow child run.
 
-Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point). Measures
-the TOPK replay (``spark.topk``), derives the latency/throughput figures from the
-measured batch times (``replay``), logs everything with the units and definitions of
-``metrics.METRIC_DEFINITIONS``, and writes a JSON summary to ``.local/results``.
+Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point): builds the
+workload's replay stream (``balancebench.streams``), runs it through the micro-batch
+engine (``spark.engine``) under the strategy's router, or through the Spark-native
+baseline (``spark.baselines``); derives latency and throughput from the measured batch
+times (``replay``); logs everything with the units and definitions of
+``metrics.METRIC_DEFINITIONS``; and writes a JSON summary to ``.local/results``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,11 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from balancebench import replay, tracking
-from balancebench.generators import load_manifest
 from balancebench.params import validate_params
 from balancebench.paths import results_dir
-from balancebench.strategies import get_strategy, strategy_settings
-
-WORKLOAD = "topk"
-WORKLOAD_OPERATOR = "aggregate"
+from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
+from balancebench.streams import ReplayStream, build_stream
+from balancebench.workloads import get_workload
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,11 @@ class RunSpec:
         return cls(**json.loads(text))
 
 
-def stream_rate(files: list[str]) -> float:
-    """Mean input rate of a stream (tuples / span of event time), measured from the data:
-    user files have no rate Param."""
-    times = pq.ParquetDataset(files).read(columns=["event_time_s"]).column(0)
-    import pyarrow.compute as pc
-
-    span = float(pc.max(times).as_py() or 0.0)
-    return len(times) / span if span > 0 else float(len(times))
+def event_times(stream: ReplayStream) -> np.ndarray:
+    """Arrival time of every tuple of the replay stream (for latency)."""
+    column = stream.columns["event_time_s"]
+    table = pq.ParquetDataset(stream.files).read(columns=[column])
+    return table.column(0).to_numpy()
 
 
 def summarize(
@@ -63,15 +60,22 @@ def summarize(
 ) -> dict[str, float]:
     """Run-level metrics from the measured batches (definitions in ``metrics``)."""
     service = np.array([b.makespan_s for b in batches])
-    plan_ms = np.array([b.plan.plan_time_ms for b in batches if b.plan is not None])
-    plan_delay = np.array([b.plan.plan_time_ms / 1e3 if b.plan else 0.0 for b in batches])
+    plans = [b.plan for b in batches if b.plan is not None]
+    plan_ms = np.array([p.plan_time_ms for p in plans])
+    # A batch cannot start before the previous plan is made and its migration applied.
+    delay = np.array(
+        [(b.plan.plan_time_ms / 1e3 if b.plan is not None else 0.0) + b.migrate_s for b in batches]
+    )
     last_arrival = np.array([event_time_s[batch_of == b.batch].max(initial=0.0) for b in batches])
-    sched = replay.schedule(last_arrival, interval_s, service, plan_delay)
-    lat = replay.latency_percentiles(event_time_s, batch_of, sched.end_s, (50.0, 99.0))
+    sched = replay.schedule(last_arrival, interval_s, service, delay)
+    lat = replay.latency_percentiles(event_time_s, batch_of, sched.end_s, (50.0, 95.0, 99.0))
     imb = np.array([b.imbalance_max_over_mean for b in batches])
-    ratio = np.array([b.makespan_s / b.ideal_makespan_s for b in batches])
-    migrated = [b.plan.migrated_state_tuples for b in batches if b.plan is not None]
-    tuples = sum(b.tuples for b in batches)
+    ratio = np.array(
+        [b.makespan_s / b.ideal_makespan_s if b.ideal_makespan_s > 0 else 1.0 for b in batches]
+    )
+    tuples = sum(b.input_tuples for b in batches)
+    received = sum(b.received_tuples for b in batches)
+    nodes_used = max(b.nodes_used for b in batches)
     return {
         "plan_time_ms_mean": float(plan_ms.mean()) if len(plan_ms) else 0.0,
         "plan_time_ms_max": float(plan_ms.max()) if len(plan_ms) else 0.0,
@@ -80,67 +84,103 @@ def summarize(
         "makespan_s_total": float(service.sum()),
         "makespan_over_ideal_mean": float(ratio.mean()),
         "routing_table_entries_max": float(max(b.routing_table_entries for b in batches)),
-        "migrated_tuples_total": float(sum(migrated)),
+        "migrated_tuples_total": float(sum(b.migrated_tuples for b in batches)),
+        "migrate_s_total": float(sum(b.migrate_s for b in batches)),
         "latency_p50_s": lat[50.0],
+        "latency_p95_s": lat[95.0],
         "latency_p99_s": lat[99.0],
         "throughput_tuples_per_s": tuples / float(service.sum()) if service.sum() > 0 else 0.0,
         "backlog_s_max": float(sched.queueing_s.max()),
+        "nodes_used_max": float(nodes_used),
+        "avg_received_tuples_per_node_total": received / nodes_used if nodes_used else 0.0,
+        "replication_factor_total": received / tuples if tuples else 0.0,
+        "state_tuples_max_node_max": float(max(b.node_state.max() for b in batches)),
+        "result_rows_total": float(sum(b.result_rows for b in batches)),
+        "input_tuples_total": float(tuples),
     }
 
 
 def batch_metrics(result: Any) -> dict[str, float]:
+    """The per-batch series (``step`` = batch index)."""
     out = {
-        "batch_tuples": float(result.tuples),
+        "batch_tuples": float(result.input_tuples),
         "imbalance_max_over_mean": result.imbalance_max_over_mean,
         "makespan_s": result.makespan_s,
         "ideal_makespan_s": result.ideal_makespan_s,
-        "makespan_over_ideal": result.makespan_s / result.ideal_makespan_s,
+        "makespan_over_ideal": (
+            result.makespan_s / result.ideal_makespan_s if result.ideal_makespan_s > 0 else 1.0
+        ),
         "routing_table_entries": float(result.routing_table_entries),
         "batch_wall_s": result.wall_s,
+        "nodes_used": float(result.nodes_used),
+        "avg_received_tuples_per_node": (
+            result.received_tuples / result.nodes_used if result.nodes_used else 0.0
+        ),
+        "replication_factor": result.replication_factor,
+        "state_tuples_max_node": float(result.node_state.max()),
+        "result_rows": float(result.result_rows),
+        "migrated_tuples": float(result.migrated_tuples),
+        "migrate_s": float(result.migrate_s),
+        **{k: float(v) for k, v in result.extra.items()},
     }
     if result.plan is not None:
         out["plan_time_ms"] = result.plan.plan_time_ms
-        out["migrated_tuples"] = result.plan.migrated_state_tuples
         out["split_keys"] = float(result.plan.split_keys)
         out["plan_reached_tolerance"] = 1.0 if result.plan.reached_tolerance else 0.0
     return out
 
 
+def execute(
+    spark: Any,
+    stream_df: Any,
+    config: Any,
+    strategy: Any,
+    name: str,
+    params: dict[str, Any],
+    on_batch: Any = None,
+) -> list[Any]:
+    """Run one strategy on a loaded replay stream: the engine, or a Spark baseline."""
+    if strategy_kind(name) == "spark_native":
+        from balancebench.spark.baselines import run_baseline
+
+        return run_baseline(spark, stream_df, config, strategy, name, on_batch)
+    from balancebench.spark.engine import Engine
+    from balancebench.spark.routers import make_router
+
+    router = make_router(strategy, config.n_nodes, params["tolerance"])
+    return Engine(spark, stream_df, config, router, name, on_batch).run()
+
+
 def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
-    """Replay the dataset under one strategy in this process's Spark application."""
+    """Replay the dataset's workload under one strategy in this process's Spark application."""
     params = validate_params(spec.params)
     if spec.strategy not in params["strategies"]:
         raise ValueError(
             f"strategy: {spec.strategy!r} is not in params.strategies {params['strategies']}"
         )
+    workload = get_workload(params["workload"])
     strategy = get_strategy(
         spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
     )
-    if WORKLOAD_OPERATOR not in strategy.operators:
-        raise ValueError(
-            f"strategy: {spec.strategy!r} cannot serve the {WORKLOAD} workload "
-            f"(operator {WORKLOAD_OPERATOR!r}; it serves {sorted(strategy.operators)})"
-        )
-    manifest = load_manifest(spec.dataset_dir)
-    files = [str(Path(spec.dataset_dir) / f) for f in manifest.table_files()]
-    interval_s = replay.batch_interval_s(
-        manifest.row_count, stream_rate(files), params["n_batches"]
-    )
+    stream = build_stream(workload.name, spec.dataset_dir, params)
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
+    from balancebench.spark.engine import EngineConfig, load_replay
     from balancebench.spark.session import get_session
-    from balancebench.spark.topk import load_stream, run_topk
 
     mlflow = tracking._mlflow()
-    spark = get_session(f"balancebench-{WORKLOAD}-{spec.strategy}", master=master)
+    spark = get_session(f"balancebench-{workload.name}-{spec.strategy}", master=master)
     sc = spark.sparkContext
     experiment_id = tracking.ensure_experiment(params["experiment"])
     run_params = {
         **tracking.flat_params(params),
         "strategy": spec.strategy,
-        "workload": WORKLOAD,
-        "dataset_digest": manifest.digest,
+        "strategy_kind": strategy_kind(spec.strategy),
+        "workload": workload.name,
+        "operator": workload.operator,
+        "dataset_digest": stream.dataset_digest,
         "dataset_dir": spec.dataset_dir,
+        "stream_tuples": str(stream.n_tuples),
         "git_commit": tracking.git_commit(),
         "spark_master": sc.master,
         "spark_default_parallelism": str(sc.defaultParallelism),
@@ -161,39 +201,41 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     ) as active:
         mlflow.log_params(run_params)
         tracking.log_metric_definitions(active.info.run_id)
-        stream = load_stream(spark, files, interval_s, params["n_batches"])
-        stream = stream.repartition(sc.defaultParallelism).cache()
-        stream.count()
-        # Warm-up: one untimed batch so JIT and first-use costs do not land on batch 0.
-        run_topk(
-            spark,
-            stream,
-            get_strategy("hash"),
+        stream_df, interval_s = load_replay(spark, stream, params["n_batches"])
+        config = EngineConfig(
+            workload=workload,
             n_nodes=params["n_nodes"],
-            n_batches=1,
-            tolerance=params["tolerance"],
+            n_batches=params["n_batches"],
+            interval_s=interval_s,
+            window_s=params["window_s"],
+            band_width=params["band_width"],
             top_k=params["top_k"],
+        )
+        mlflow.log_param("batch_interval_s", f"{interval_s:.6g}")
+        # Warm-up: one untimed batch (hash routing) so JIT and first-use costs do not land
+        # on the measured batch 0.
+        execute(
+            spark, stream_df, replace(config, n_batches=1), get_strategy("hash"), "hash", params
         )
         started = time.perf_counter()
         try:
-            run = run_topk(
+            batches = execute(
                 spark,
-                stream,
+                stream_df,
+                config,
                 strategy,
-                n_nodes=params["n_nodes"],
-                n_batches=params["n_batches"],
-                tolerance=params["tolerance"],
-                top_k=params["top_k"],
+                spec.strategy,
+                params,
                 on_batch=lambda r: mlflow.log_metrics(batch_metrics(r), step=r.batch),
             )
         except AssertionError:
             mlflow.log_metric("oracle_passed", 0.0)
             raise
         wall_s = time.perf_counter() - started
-        times = pq.ParquetDataset(files).read(columns=["event_time_s"]).column(0).to_numpy()
+        times = event_times(stream)
         batch_of = replay.batch_index(times, interval_s, params["n_batches"])
         summary = {
-            **summarize(run.batches, times, batch_of, interval_s),
+            **summarize(batches, times, batch_of, interval_s),
             "wall_s": wall_s,
             "oracle_passed": 1.0,
         }
@@ -201,10 +243,13 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         record = {
             "run_id": active.info.run_id,
             "strategy": spec.strategy,
+            "workload": workload.name,
             "spark_master": sc.master,
             "summary": summary,
-            "node_tuples": [b.node_tuples.tolist() for b in run.batches],
-            "topk": [b.topk for b in run.batches],
+            "node_received": [b.node_received.tolist() for b in batches],
+            "node_run_time_s": [b.node_run_time_s.tolist() for b in batches],
+            "node_state": [b.node_state.tolist() for b in batches],
+            "answers": [b.answer if isinstance(b.answer, list | str) else None for b in batches],
         }
         out = (
             Path(spec.result_path)
@@ -212,7 +257,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             else (results_dir() / (spec.parent_run_id or "no-parent") / f"{spec.strategy}.json")
         )
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=2))
+        out.write_text(json.dumps(record, indent=2, default=str))
         mlflow.log_artifact(str(out))
     spark.stop()
     return record

@@ -14,15 +14,24 @@ from balancebench.generators import DATASET_PARAMS, GENERATORS
 from balancebench.schema import check_values
 from balancebench.strategies import STRATEGIES, strategy_param_name
 from balancebench.validation import VALIDATION_DEFAULTS
+from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
 
 EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
+    "workload": {
+        "type": "string",
+        "enum": sorted(WORKLOADS),
+        "default": "topk",
+        "title": "Workload",
+        "description": "topk, phone, wordcount (aggregations); eq5, band (TPC-H joins).",
+    },
     "dataset": {
         "type": "string",
-        "enum": sorted(GENERATORS),
-        "default": "zipf_stream",
+        "enum": ["auto", *sorted(GENERATORS)],
+        "default": "auto",
         "title": "Dataset",
-        "description": "Generator of the input (balancebench datasets lists them); its "
-        "Params are the dataset Params below.",
+        "description": "Generator of the input (balancebench datasets lists them); auto = the "
+        "workload's own (topk: topic_stream, phone: phone_stream, wordcount: tasks, eq5 and "
+        "band: tpch). Its Params are the dataset Params below.",
     },
     "strategies": {
         "type": "array",
@@ -56,6 +65,23 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": 10,
         "title": "Micro-batches",
         "description": "The stream is replayed in this many equal event-time windows.",
+    },
+    "window_s": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1e9,
+        "default": 1.0,
+        "title": "Window (s of event time)",
+        "description": "0 = full history. Joins: pairs within window_s of each other; "
+        "aggregations: the last ceil(window_s / batch interval) batches (paper 000: 180 s).",
+    },
+    "band_width": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1000,
+        "default": 1,
+        "title": "Band width",
+        "description": "band workload: L1.orderkey within this of L2.orderkey (paper: 1).",
     },
     "top_k": {
         "type": "integer",
@@ -99,8 +125,15 @@ for _name, _cls in STRATEGIES.items():
 
 #: Params of the ``generate_dataset`` DAG: the dataset choice, its Params, validation.
 DATASET_DAG_PARAMS: dict[str, dict[str, Any]] = {
-    name: EXPERIMENT_PARAMS[name]
-    for name in ("dataset", *DATASET_PARAMS, "zipf_fit_tolerance", "experiment")
+    "dataset": {
+        **EXPERIMENT_PARAMS["dataset"],
+        "enum": sorted(GENERATORS),
+        "default": "topic_stream",
+        "description": "Generator of the dataset (balancebench datasets lists them); its "
+        "Params are the dataset Params below.",
+    },
+    **{name: EXPERIMENT_PARAMS[name] for name in (*DATASET_PARAMS, "zipf_fit_tolerance")},
+    "experiment": EXPERIMENT_PARAMS["experiment"],
 }
 
 
@@ -114,5 +147,14 @@ def defaults() -> dict[str, Any]:
 
 
 def validate_params(values: dict[str, Any]) -> dict[str, Any]:
-    """Defaults filled in and every value checked; ``ValueError`` names each bad field."""
-    return check_values(EXPERIMENT_PARAMS, values, what="experiment params")
+    """Defaults filled in, every value checked, and the combination too: the dataset can
+    feed the workload and every strategy serves its operator. ``ValueError`` names each
+    bad field and what is allowed; ``dataset: auto`` becomes the workload's dataset."""
+    params = check_values(EXPERIMENT_PARAMS, values, what="experiment params")
+    workload = get_workload(params["workload"])
+    if params["dataset"] == "auto":
+        params["dataset"] = workload.default_dataset
+    check_dataset(workload.name, params["dataset"], GENERATORS[params["dataset"]].kind)
+    for name in params["strategies"]:
+        check_strategy(workload.name, name, STRATEGIES[name].operators)
+    return params

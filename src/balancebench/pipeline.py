@@ -12,7 +12,7 @@ from typing import Any
 from balancebench import tracking
 from balancebench.compare import SERIES, comparison_figure, comparison_table
 from balancebench.experiment import RunSpec
-from balancebench.generators import generate, generator_params, get_generator
+from balancebench.generators import generate, generator_params
 from balancebench.params import validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
@@ -20,8 +20,7 @@ from balancebench.validation import ValidationReport, validate_dataset
 
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
-    p = validate_params(params)
-    check_dataset_serves_workload(p["dataset"])
+    p = validate_params(params)  # also checks the (workload, dataset, strategies) choice
     dataset_dir, manifest = generate(
         p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
     )
@@ -71,19 +70,6 @@ def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
     tracking.log_validation(run, report)
     tracking.end_run(run, "FINISHED" if report.success else "FAILED", report.message())
     return report
-
-
-def check_dataset_serves_workload(dataset: str) -> None:
-    """The replayed workloads read a stream (``tuple_id, event_time_s, key``)."""
-    gen = get_generator(dataset)
-    if gen.kind != "stream":
-        from balancebench.generators import GENERATORS
-
-        streams = sorted(n for n, g in GENERATORS.items() if g.kind == "stream")
-        raise ValueError(
-            f"dataset: {dataset!r} is a {gen.kind} dataset and cannot feed the replayed "
-            f"workload; allowed values: {streams}"
-        )
 
 
 def validate_step(generated: dict[str, Any]) -> ValidationReport:

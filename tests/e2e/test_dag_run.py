@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from balancebench import tracking
-from balancebench.generators import generate_zipf_stream
+from balancebench.generators import generate, generator_params
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
@@ -86,13 +86,8 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     conf = {**TINY, "seed": 99, "experiment": "e2e-bad-data"}
     p = validate_params(conf)
     # The dataset these Params name already exists, but someone broke it: a null key.
-    folder, manifest = generate_zipf_stream(
-        datasets_dir(),
-        n_tuples=p["n_tuples"],
-        n_keys=p["n_keys"],
-        zipf_s=p["zipf_s"],
-        input_rate_tuples_per_s=p["input_rate_tuples_per_s"],
-        seed=p["seed"],
+    folder, manifest = generate(
+        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
     )
     path = folder / manifest.files[0]
     table = pq.read_table(path)

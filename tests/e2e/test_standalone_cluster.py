@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from balancebench.experiment import RunSpec
-from balancebench.generators import generate_zipf_stream
+from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
@@ -79,13 +79,8 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     assert len(sizes) == 2 and sizes[0] != sizes[1]  # heterogeneous workers
 
     params = validate_params({**TINY, "strategies": ["mnrt"], "experiment": "e2e-cluster"})
-    folder, _ = generate_zipf_stream(
-        datasets_dir(),
-        n_tuples=params["n_tuples"],
-        n_keys=params["n_keys"],
-        zipf_s=params["zipf_s"],
-        input_rate_tuples_per_s=params["input_rate_tuples_per_s"],
-        seed=params["seed"],
+    folder, _ = generate(
+        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
     )
     results = {}
     for label, master, extra in (
@@ -102,6 +97,7 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     assert results["cluster"]["spark_master"] == cluster
     assert results["local"]["spark_master"] == "local[2]"
     # Routing is deterministic: the same tuples land on the same nodes, same TOPK.
-    assert results["cluster"]["node_tuples"] == results["local"]["node_tuples"]
-    assert results["cluster"]["topk"] == results["local"]["topk"]
+    assert results["cluster"]["node_received"] == results["local"]["node_received"]
+    assert results["cluster"]["node_state"] == results["local"]["node_state"]
+    assert results["cluster"]["answers"] == results["local"]["answers"]
     assert results["cluster"]["summary"]["oracle_passed"] == 1.0

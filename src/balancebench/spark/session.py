@@ -22,6 +22,11 @@ BASE_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
     "spark.ui.enabled": "true",
+    # Per-task metrics come from the UI store: keep every job and stage of a long run
+    # (defaults 1000 evict recent skipped stages first).
+    "spark.ui.retainedJobs": "100000",
+    "spark.ui.retainedStages": "100000",
+    "spark.ui.retainedTasks": "10000000",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     # Event logs (in .local/spark-events) are plain JSON so a finished run can be

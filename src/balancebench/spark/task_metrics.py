@@ -20,6 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark import SparkContext
 
+#: How long a stage of a finished job may be unknown to the REST API before it counts as
+#: skipped (the listener bus delivers a completed stage within milliseconds here).
+SKIPPED_GRACE_S = 2.0
+
 
 @dataclass(frozen=True)
 class StageTasks:
@@ -66,16 +70,24 @@ class TaskMetricsReader:
                 )
             time.sleep(0.05)
 
-    def stage_tasks(self, stage_id: int) -> list[dict] | None:
+    def stage_tasks(self, stage_id: int, job_done: bool = True) -> list[dict] | None:
         """Every successful task of the stage's completed attempt (polled until the
-        listener bus has delivered them); None for a skipped stage."""
-        deadline = time.monotonic() + self.timeout_s
+        listener bus has delivered them); None for a skipped stage.
+
+        A stage of a finished job that the REST API does not know after a short grace is
+        a skipped one the UI store did not keep (it evicts stages without a completion
+        time first once ``spark.ui.retainedStages`` is reached)."""
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        attempts: list[dict] = []
         while True:
             try:
                 attempts = self._get(f"/stages/{stage_id}")
             except OSError:
                 attempts = []
             if any(a.get("status") == "SKIPPED" for a in attempts):
+                return None
+            if not attempts and job_done and time.monotonic() - started > SKIPPED_GRACE_S:
                 return None
             for attempt in attempts:
                 if attempt.get("status") != "COMPLETE":
@@ -88,8 +100,10 @@ class TaskMetricsReader:
                 if len(done) == n:
                     return [done[i] for i in range(n)]
             if time.monotonic() > deadline:
+                seen = [(a.get("status"), a.get("numTasks")) for a in attempts]
                 raise TimeoutError(
-                    f"stage {stage_id}: no complete task list after {self.timeout_s}s"
+                    f"stage {stage_id}: no complete task list after {self.timeout_s}s "
+                    f"(REST attempts: {seen})"
                 )
             time.sleep(0.05)
 
