@@ -4,8 +4,26 @@ from balancebench.params import defaults, validate_params
 from balancebench.strategies import STRATEGIES
 
 
-def test_defaults_are_valid():
-    assert validate_params({}) == defaults()
+def test_defaults_are_valid_and_auto_picks_the_workloads_dataset():
+    assert validate_params({}) == {**defaults(), "dataset": "topic_stream"}
+    assert validate_params({"workload": "eq5"})["dataset"] == "tpch"
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        (
+            {"workload": "eq5", "strategies": ["hash", "pkg"]},
+            "strategies: 'pkg' cannot serve workload 'eq5' (operator 'equi_join'",
+        ),
+        ({"workload": "band", "dataset": "phone_stream"}, "dataset: 'phone_stream' cannot feed"),
+        ({"workload": "topk", "dataset": "tpch"}, "allowed values: ['any stream dataset']"),
+    ],
+)
+def test_a_combination_that_cannot_run_is_rejected_before_any_work(bad, needle):
+    with pytest.raises(ValueError) as err:
+        validate_params(bad)
+    assert needle in str(err.value)
 
 
 @pytest.mark.parametrize(

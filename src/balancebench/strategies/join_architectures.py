@@ -1,10 +1,128 @@
-"""Join architectures of paper 000's comparison: ``dynamic``, ``bi``, ``bi6`` (being written)."""
+"""Join architectures of paper 000's comparison (§5.2): ``dynamic``, ``bi``, ``bi6``.
+
+Unlike the key-level strategies these never plan key moves: each fixes a *layout* of the
+nodes and places every tuple by a deterministic hash of its ``tuple_id`` (the "random"
+choice of the papers, reproducible and identical in numpy and in Spark SQL's
+``hash(tuple_id, salt)``, see :mod:`balancebench.hashing`). A tuple gets store nodes
+(where it is kept as join state) and probe nodes (where it is joined with the other
+side's earlier tuples); the engine (``balancebench.spark.engine``, paper 000 Algorithm
+1's join semantics) produces a pair at a node where the later tuple probes and the
+earlier one is stored. Each architecture makes every R–S pair that can match meet at
+exactly one node, so every result pair is produced exactly once.
+
+**Dynamic** (matrix model; Elseidy, Elguindy, Vitorovic, Koch, "Scalable and adaptive
+online joins", VLDB 2014; paper 000 ref. [22]). The nodes form an ``n x m`` grid
+(``n * m`` a power of two, at most ``N``). An R tuple picks ONE row ``i`` (top bits of
+``pmod(hash(tuple_id, DYNAMIC_SALT), 2^20)``) and is stored at, and probes, all ``m``
+cells of the row; an S tuple picks ONE column and is stored at / probes all ``n`` cells
+of it. R–S pair ``(r, s)`` meets only in cell ``(row(r), col(s))``: skew-immune whatever
+the predicate, at the price of ``m`` copies of every R tuple and ``n`` of every S tuple
+(the engine ships a store and a probe copy to each node: ``2m`` / ``2n`` rows).
+
+- *Grid size and shape* (our rule, deterministic): the first grid has ``J0`` nodes,
+  ``J0`` = the Param ``initial_nodes`` rounded down to a power of two and capped at the
+  largest power of two ``<= N`` (null: that largest power of two, the whole grid at
+  once). Its shape is the one of the matrix model's optimum for the first micro-batch's
+  counts: among ``n = 2^a, m = J0 / n`` it minimises the tuples shipped ``m |R| + n |S|``
+  (so ``n / m ~ |R| / |S|``); ties go to the squarer grid, then to more rows.
+- *Growth* ("turning one node into four" when memory is exceeded, paper 000 §5.2 and
+  Fig. 4): after a batch, when the largest state of a node exceeds the Param
+  ``max_state_tuples_per_node`` and ``4 n m <= N``, the grid doubles in both dimensions:
+  cell ``(i, j)`` becomes the 2x2 block ``(2i..2i+1, 2j..2j+1)``. Node numbering makes
+  this literal: node ``d`` of a ``J``-node grid becomes nodes ``d, d + J, d + 2J, d + 3J``
+  (it keeps its ``(2i, 2j)`` share; see :class:`Grid`). A stored R tuple of row ``i``
+  moves to row ``2i`` or ``2i + 1`` (the next bit of its hash) and is replicated along
+  the new row's ``2m`` cells; S columns likewise; every pair still meets exactly once.
+  One doubling per batch at most. Elseidy et al.'s reshaping of a grid of fixed size
+  (``(n, m) -> (2n, m/2)`` when ``|R| / |S|`` drifts) is not modelled.
+
+**Bi** (BiStream; Lin, Ooi, Wang, Yu, "Scalable distributed stream join processing",
+SIGMOD 2015; paper 000 ref. [19]). The nodes are split into an R group and an S group
+(Param ``group_split``: ``halves`` -- ``ceil(N / 2)`` R nodes, the rest S -- or
+``proportional`` to the first batch's ``|R| : |S|``, rounded, at least one node each,
+the end state of BiStream's memory-driven sizing). A tuple is stored on ONE node of its
+own group (``pmod(hash(tuple_id, BI_STORE_SALT), group size)``) and probes EVERY node of
+the other group; the later tuple of a pair finds the earlier one on its only node.
+BiStream's elastic growth (paper 000: one node per side at first, more as memory fills)
+is not modelled: ``N`` is fixed. With ``N = 1`` both groups are node 0.
+
+**Bi6** (BiStream with 6 subgroups per group, paper 000 §5.2). Each group is divided into
+``min(subgroups, group size)`` contiguous subgroups of near-equal size (Param
+``subgroups``, default 6: with 8 nodes, 4 per group, there are only 4 subgroups of one
+node each; :meth:`Groups.describe` reports the counts actually used). The tuple's key
+picks the subgroup, storage is by the tuple-id hash inside the subgroup, and probes go to
+every node of the matching subgroup(s) of the other group:
+
+- equi-join: subgroup ``pmod(hash(key, BI_KEY_SALT), subgroups of that group)``;
+- band join ``|k1 - k2| <= w``: a key-range partition, equal-width ranges of the key
+  domain ``[kmin, kmax]`` seen in the first micro-batch (both sides together; keys
+  outside fall in the first / last range), and a probe of key ``k`` goes to every
+  subgroup whose range meets ``[k - w, k + w]`` (one or a few adjacent subgroups).
+
+The R and S groups may have different numbers of subgroups; each side's key rule uses
+its own count, so a pair still meets exactly once. A hot key overloads its subgroup
+(the weakness paper 000 reports for Bi6 at high skew).
+
+The library part here is pure numpy: layouts, the store and probe nodes of tuples
+(``(index, node)`` pairs, one per copy) and the Params. The Spark router
+(``balancebench.spark.join_architectures``) builds the same placement as SQL expressions.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+import numpy as np
+
+from balancebench.hashing import FRACTION_BITS, salted_hash
 from balancebench.strategies.base import Strategy
+from balancebench.workloads import BAND_JOIN
+
+#: Salt of the tuple-id hash that picks a Dynamic tuple's row (R) or column (S).
+DYNAMIC_SALT = 0xD1A9
+#: Salt of the tuple-id hash that picks a BiStream tuple's store node in its (sub)group.
+BI_STORE_SALT = 0xB15
+#: Salt of the key hash that picks a Bi6 equi-join subgroup.
+BI_KEY_SALT = 0xB16
+#: Bits of the Dynamic unit ``pmod(hash(tuple_id, DYNAMIC_SALT), 2^UNIT_BITS)``.
+UNIT_BITS = FRACTION_BITS
+
+Placement = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class FirstBatch:
+    """What a join architecture reads of the first micro-batch to fix its layout."""
+
+    r_tuples: int
+    s_tuples: int
+    key_min: int | None = None
+    key_max: int | None = None
+
+    @classmethod
+    def of(cls, side: np.ndarray, keys: np.ndarray) -> FirstBatch:
+        side, keys = np.asarray(side), np.asarray(keys, dtype=np.int64)
+        lo = int(keys.min()) if len(keys) else None
+        hi = int(keys.max()) if len(keys) else None
+        return cls(int(np.sum(side == "R")), int(np.sum(side == "S")), lo, hi)
+
+
+def _is_r(side: np.ndarray) -> np.ndarray:
+    return np.asarray(side) == "R"
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> Placement:
+    """``(index, node)`` for node ranges ``lo[t] .. hi[t]`` (inclusive) of each tuple."""
+    counts = np.maximum(hi - lo + 1, 0).astype(np.int64)
+    index = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    first = np.cumsum(counts) - counts
+    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(first, counts)
+    return index, (np.repeat(lo, counts) + within).astype(np.int32)
+
+
+def _largest_power_of_two(n: int) -> int:
+    return 1 << (int(n).bit_length() - 1)
 
 
 class _JoinArchitecture(Strategy):
@@ -12,17 +130,347 @@ class _JoinArchitecture(Strategy):
     plans = False
     operators = frozenset({"equi_join", "band_join"})
 
+    def layout(self, n_nodes: int, first: FirstBatch, operator: str) -> Any:
+        """The node layout for ``n_nodes`` nodes, fixed from the first micro-batch."""
+        raise NotImplementedError
+
+    def store_nodes(
+        self, layout: Any, side: np.ndarray, tuple_ids: np.ndarray, keys: np.ndarray
+    ) -> Placement:
+        """``(index, node)``: every node each tuple is stored on (index into the inputs)."""
+        raise NotImplementedError
+
+    def probe_nodes(
+        self,
+        layout: Any,
+        side: np.ndarray,
+        tuple_ids: np.ndarray,
+        keys: np.ndarray,
+        band_width: int = 0,
+    ) -> Placement:
+        """``(index, node)``: every node each tuple probes (``band_width`` for band joins)."""
+        raise NotImplementedError
+
+
+# ---- Dynamic ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Grid:
+    """An ``n x m`` join matrix grown ``levels`` times from a ``base_rows x base_cols`` one.
+
+    Node of cell ``(i, j)``: the base grid's row-major number of cell ``(i >> g, j >> g)``
+    plus, for growth level ``l = 1..g`` (bit ``s = g - l`` of ``i`` and ``j``),
+    ``(2 * bit_s(i) + bit_s(j)) * base_rows * base_cols * 4^(l - 1)``. So growing a
+    ``J``-node grid turns node ``d`` (cell ``(i, j)``) into the nodes ``d + q J``,
+    ``q = 2 di + dj``, of cells ``(2i + di, 2j + dj)``.
+    """
+
+    base_rows: int
+    base_cols: int
+    levels: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.base_rows << self.levels
+
+    @property
+    def cols(self) -> int:
+        return self.base_cols << self.levels
+
+    @property
+    def n_nodes(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def row_bits(self) -> int:
+        return self.rows.bit_length() - 1
+
+    @property
+    def col_bits(self) -> int:
+        return self.cols.bit_length() - 1
+
+    def grown(self) -> Grid:
+        """The grid after one growth step (every node becomes four)."""
+        return Grid(self.base_rows, self.base_cols, self.levels + 1)
+
+    def cell_nodes(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Node of cells ``(i, j)`` (numpy, broadcasting)."""
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        g = self.levels
+        node = (i >> g) * self.base_cols + (j >> g)
+        base = self.base_rows * self.base_cols
+        for level in range(1, g + 1):
+            s = g - level
+            node = node + (((i >> s) & 1) * 2 + ((j >> s) & 1)) * (base * 4 ** (level - 1))
+        return node.astype(np.int32)
+
+    def describe(self) -> dict[str, int]:
+        return {"grid_rows": self.rows, "grid_cols": self.cols, "grid_nodes": self.n_nodes}
+
+
+def dynamic_units(tuple_ids: np.ndarray) -> np.ndarray:
+    """``pmod(hash(tuple_id, DYNAMIC_SALT), 2^UNIT_BITS)``: the bits of a tuple's row/column."""
+    h = salted_hash(np.asarray(tuple_ids, dtype=np.int64), DYNAMIC_SALT).astype(np.int64)
+    return np.mod(h, 1 << UNIT_BITS)
+
 
 class DynamicJoin(_JoinArchitecture):
+    """Paper 000's Dynamic baseline: the join matrix with 1-into-4 growth (module docstring)."""
+
     name = "dynamic"
     reference = "paper 000 baseline Dynamic (matrix model, Elseidy et al. VLDB 2014)"
+    param_schema: ClassVar[dict[str, dict[str, Any]]] = {
+        "initial_nodes": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": 1024,
+            "default": None,
+            "description": "Nodes of the first grid (rounded down to a power of two, at most "
+            "the largest power of two <= n_nodes); null = that largest power of two.",
+        },
+        "max_state_tuples_per_node": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "Memory per node: when a node holds more state tuples after a "
+            "batch, every node becomes four (the grid doubles in both dimensions) if 4x the "
+            "nodes fit in n_nodes; null = no limit (the grid never grows).",
+        },
+    }
+
+    def layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Grid:
+        """The first grid: ``J0`` nodes, the shape minimising ``m |R| + n |S|``."""
+        top = _largest_power_of_two(n_nodes)
+        wanted = self.settings["initial_nodes"]
+        size = top if wanted is None else min(top, _largest_power_of_two(int(wanted)))
+        p = size.bit_length() - 1
+        best: tuple[int, int, int] | None = None
+        shape = (1, 1)
+        for a in range(p + 1):
+            n, m = 1 << a, 1 << (p - a)
+            score = (m * first.r_tuples + n * first.s_tuples, abs(a - (p - a)), -n)
+            if best is None or score < best:
+                best, shape = score, (n, m)
+        return Grid(*shape)
+
+    def grown(self, grid: Grid, node_state: np.ndarray, n_nodes: int) -> Grid | None:
+        """The grown grid when a node's state exceeds the memory Param and 4x fits, else None."""
+        limit = self.settings["max_state_tuples_per_node"]
+        if limit is None or 4 * grid.n_nodes > n_nodes or len(node_state) == 0:
+            return None
+        if float(np.max(node_state)) <= float(limit):
+            return None
+        return grid.grown()
+
+    def rows_of(self, grid: Grid, tuple_ids: np.ndarray) -> np.ndarray:
+        """Row of R tuples: the top ``log2 n`` bits of their unit."""
+        return dynamic_units(tuple_ids) >> (UNIT_BITS - grid.row_bits)
+
+    def cols_of(self, grid: Grid, tuple_ids: np.ndarray) -> np.ndarray:
+        """Column of S tuples: the top ``log2 m`` bits of their unit."""
+        return dynamic_units(tuple_ids) >> (UNIT_BITS - grid.col_bits)
+
+    def store_nodes(
+        self, layout: Grid, side: np.ndarray, tuple_ids: np.ndarray, keys: np.ndarray
+    ) -> Placement:
+        """The tuple's whole row (R: ``m`` nodes) or column (S: ``n`` nodes)."""
+        grid = layout
+        tuple_ids = np.asarray(tuple_ids, dtype=np.int64)
+        is_r = _is_r(side)
+        copies = np.where(is_r, grid.cols, grid.rows).astype(np.int64)
+        index = np.repeat(np.arange(len(tuple_ids), dtype=np.int64), copies)
+        first = np.cumsum(copies) - copies
+        along = np.arange(int(copies.sum()), dtype=np.int64) - np.repeat(first, copies)
+        r_rows = self.rows_of(grid, tuple_ids)
+        s_cols = self.cols_of(grid, tuple_ids)
+        rep_r = is_r[index]
+        i = np.where(rep_r, r_rows[index], along)
+        j = np.where(rep_r, along, s_cols[index])
+        return index, grid.cell_nodes(i, j)
+
+    def probe_nodes(
+        self,
+        layout: Grid,
+        side: np.ndarray,
+        tuple_ids: np.ndarray,
+        keys: np.ndarray,
+        band_width: int = 0,
+    ) -> Placement:
+        """The same cells as storage: the tuple's whole row (R) or column (S)."""
+        return self.store_nodes(layout, side, tuple_ids, keys)
+
+    def copies(self, grid: Grid) -> dict[str, int]:
+        """Store (= probe) copies of one tuple per side: ``m`` for R, ``n`` for S."""
+        return {"R": grid.cols, "S": grid.rows}
+
+
+# ---- BiStream ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Groups:
+    """BiStream's layout: the R group ``r_start .. r_start + r_size - 1`` and the S group,
+    each cut into contiguous subgroups (``offsets``), and the key rule choosing them:
+    ``none`` (one subgroup), ``hash`` (equi-join) or ``range`` (band join, equal-width
+    ranges of ``[key_lo, key_lo + key_span)``)."""
+
+    r_start: int
+    r_size: int
+    s_start: int
+    s_size: int
+    r_subgroups: int
+    s_subgroups: int
+    key_rule: str = "none"
+    key_lo: int = 0
+    key_span: int = 1
+    group_split: str = "halves"
+
+    def start(self, side: str) -> int:
+        return self.r_start if side == "R" else self.s_start
+
+    def subgroups(self, side: str) -> int:
+        return self.r_subgroups if side == "R" else self.s_subgroups
+
+    def offsets(self, side: str) -> np.ndarray:
+        """First node (relative to the group) of each subgroup, and the group size last."""
+        size = self.r_size if side == "R" else self.s_size
+        k = self.subgroups(side)
+        return np.array([(q * size) // k for q in range(k + 1)], dtype=np.int64)
+
+    def boundaries(self, side: str) -> np.ndarray:
+        """Range rule: the smallest key of subgroups ``1 .. k-1``."""
+        k = self.subgroups(side)
+        return np.array(
+            [self.key_lo + (q * self.key_span) // k for q in range(1, k)], dtype=np.int64
+        )
+
+    def subgroup_of(self, side: str, keys: np.ndarray) -> np.ndarray:
+        """Subgroup of ``side``'s group that keys ``keys`` belong to."""
+        keys = np.asarray(keys, dtype=np.int64)
+        k = self.subgroups(side)
+        if k == 1 or self.key_rule == "none":
+            return np.zeros(len(keys), dtype=np.int64)
+        if self.key_rule == "hash":
+            return np.mod(salted_hash(keys, BI_KEY_SALT).astype(np.int64), k)
+        return np.searchsorted(self.boundaries(side), keys, side="right").astype(np.int64)
+
+    @property
+    def n_nodes(self) -> int:
+        return max(self.r_start + self.r_size, self.s_start + self.s_size)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "group_split": self.group_split,
+            "r_group_nodes": self.r_size,
+            "s_group_nodes": self.s_size,
+            "r_subgroups": self.r_subgroups,
+            "s_subgroups": self.s_subgroups,
+            "subgroup_key_rule": self.key_rule,
+        }
 
 
 class BiStream(_JoinArchitecture):
+    """Paper 000's Bi baseline: R group and S group, random storage, probes broadcast to
+    the other group (module docstring)."""
+
     name = "bi"
     reference = "paper 000 baseline Bi (BiStream, Lin et al. SIGMOD 2015)"
+    #: Subgroups per group (Bi: none).
+    default_subgroups: ClassVar[int] = 1
+    param_schema: ClassVar[dict[str, dict[str, Any]]] = {
+        "group_split": {
+            "type": "string",
+            "enum": ["halves", "proportional"],
+            "default": "halves",
+            "description": "R group / S group sizes: halves (ceil(N/2) R nodes) or "
+            "proportional to the first batch's |R| : |S| (at least one node each).",
+        },
+    }
+
+    def n_subgroups(self) -> int:
+        return int(self.settings.get("subgroups", self.default_subgroups))
+
+    def layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Groups:
+        split = str(self.settings["group_split"])
+        if n_nodes == 1:
+            r_size, s_start, s_size = 1, 0, 1
+        else:
+            total = first.r_tuples + first.s_tuples
+            if split == "proportional" and total > 0:
+                r_size = int(np.floor(n_nodes * first.r_tuples / total + 0.5))
+                r_size = min(max(r_size, 1), n_nodes - 1)
+            else:
+                r_size = (n_nodes + 1) // 2
+            s_start, s_size = r_size, n_nodes - r_size
+        k = self.n_subgroups()
+        r_k, s_k = min(k, r_size), min(k, s_size)
+        rule = "none"
+        lo, span = 0, 1
+        if max(r_k, s_k) > 1:
+            rule = "range" if operator == BAND_JOIN else "hash"
+            if rule == "range" and first.key_min is not None and first.key_max is not None:
+                lo, span = first.key_min, first.key_max - first.key_min + 1
+        return Groups(0, r_size, s_start, s_size, r_k, s_k, rule, lo, span, split)
+
+    def store_nodes(
+        self, layout: Groups, side: np.ndarray, tuple_ids: np.ndarray, keys: np.ndarray
+    ) -> Placement:
+        """ONE node per tuple: its key's subgroup of its own group, by the tuple-id hash."""
+        tuple_ids = np.asarray(tuple_ids, dtype=np.int64)
+        keys = np.asarray(keys, dtype=np.int64)
+        is_r = _is_r(side)
+        node = np.zeros(len(tuple_ids), dtype=np.int64)
+        h = salted_hash(tuple_ids, BI_STORE_SALT).astype(np.int64)
+        for s, mask in (("R", is_r), ("S", ~is_r)):
+            off = layout.offsets(s)
+            q = layout.subgroup_of(s, keys[mask])
+            size = off[q + 1] - off[q]
+            node[mask] = layout.start(s) + off[q] + np.mod(h[mask], size)
+        return np.arange(len(tuple_ids), dtype=np.int64), node.astype(np.int32)
+
+    def probe_nodes(
+        self,
+        layout: Groups,
+        side: np.ndarray,
+        tuple_ids: np.ndarray,
+        keys: np.ndarray,
+        band_width: int = 0,
+    ) -> Placement:
+        """Every node of the other group's subgroup(s) matching the key (Bi: all of it)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        is_r = _is_r(side)
+        lo = np.zeros(len(keys), dtype=np.int64)
+        hi = np.zeros(len(keys), dtype=np.int64)
+        for own, other in (("R", "S"), ("S", "R")):
+            mask = is_r if own == "R" else ~is_r
+            off = layout.offsets(other)
+            if layout.key_rule == "range":
+                q1 = layout.subgroup_of(other, keys[mask] - band_width)
+                q2 = layout.subgroup_of(other, keys[mask] + band_width)
+            elif layout.key_rule == "hash":
+                q1 = q2 = layout.subgroup_of(other, keys[mask])
+            else:
+                q1 = np.zeros(int(mask.sum()), dtype=np.int64)
+                q2 = np.full(int(mask.sum()), layout.subgroups(other) - 1, dtype=np.int64)
+            lo[mask] = layout.start(other) + off[q1]
+            hi[mask] = layout.start(other) + off[q2 + 1] - 1
+        return _expand(lo, hi)
 
 
-class BiStream6(_JoinArchitecture):
+class BiStream6(BiStream):
+    """Paper 000's Bi6 baseline: BiStream with ``min(6, group size)`` subgroups per group,
+    chosen by the key's hash (equi-join) or key range (band join); see the module
+    docstring."""
+
     name = "bi6"
     reference = "paper 000 baseline Bi6 (BiStream with 6 subgroups)"
+    default_subgroups: ClassVar[int] = 6
+    param_schema: ClassVar[dict[str, dict[str, Any]]] = {
+        **BiStream.param_schema,
+        "subgroups": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1024,
+            "default": 6,
+            "description": "Subgroups per group (paper 000: 6); a group with fewer nodes "
+            "has one subgroup per node.",
+        },
+    }
