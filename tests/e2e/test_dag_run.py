@@ -31,6 +31,17 @@ REQUIRED = [
     "migrated_tuples",
     "wall_s",
     "oracle_passed",
+    "latency_p95_s",
+    "nodes_used",
+    "avg_received_tuples_per_node",
+    "replication_factor",
+    "state_tuples_max_node",
+    "result_rows",
+    "nodes_used_max",
+    "avg_received_tuples_per_node_total",
+    "replication_factor_total",
+    "state_tuples_max_node_max",
+    "result_rows_total",
 ]
 
 
