@@ -148,7 +148,11 @@ def execute(
     from balancebench.spark.routers import make_router
 
     router = make_router(strategy, config.n_nodes, params["tolerance"])
-    return Engine(spark, stream_df, config, router, name, on_batch).run()
+    batches = Engine(spark, stream_df, config, router, name, on_batch).run()
+    if on_batch is not None and hasattr(router, "info"):
+        # What a join architecture actually used (grid shape, groups, subgroups).
+        tracking._mlflow().log_dict(router.info(), "layout.json")
+    return batches
 
 
 def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:

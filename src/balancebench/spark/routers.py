@@ -70,10 +70,9 @@ class Reassignment:
     - Key-level (a plan's moves): for some (key, from node) parts, segments ``[lo, hi)``
       of ``[0, 2^20)`` and the node each segment goes to. A stored tuple moves by a hash
       of its id; a partial count is split by segment widths.
-    - ``state_nodes``: a function of the state DataFrame giving each stored row's new
-      node (a Spark column), e.g. Dynamic's grid growth; a join architecture may also
-      return extra copies (``state_rows``: a function returning the new state rows,
-      ``node`` set, replacing the state).
+    - ``state_rows``: a function of the state DataFrame returning the new state rows
+      (same columns, ``node`` set; copies may be added or dropped), e.g. Dynamic's grid
+      growth; the engine keeps rows whose node is unchanged and ships the others.
     """
 
     key: np.ndarray

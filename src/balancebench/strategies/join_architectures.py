@@ -1,4 +1,4 @@
-"""Join architectures of paper 000's comparison (§5.2): ``dynamic``, ``bi``, ``bi6``.
+"""Join architectures of paper 000's comparison (§5.1.5): ``dynamic``, ``bi``, ``bi6``.
 
 Unlike the key-level strategies these never plan key moves: each fixes a *layout* of the
 nodes and places every tuple by a deterministic hash of its ``tuple_id`` (the "random"
@@ -25,7 +25,7 @@ the predicate, at the price of ``m`` copies of every R tuple and ``n`` of every 
   once). Its shape is the one of the matrix model's optimum for the first micro-batch's
   counts: among ``n = 2^a, m = J0 / n`` it minimises the tuples shipped ``m |R| + n |S|``
   (so ``n / m ~ |R| / |S|``); ties go to the squarer grid, then to more rows.
-- *Growth* ("turning one node into four" when memory is exceeded, paper 000 §5.2 and
+- *Growth* ("turning one node into four" when memory is exceeded, paper 000 §5.2.1 and
   Fig. 4): after a batch, when the largest state of a node exceeds the Param
   ``max_state_tuples_per_node`` and ``4 n m <= N``, the grid doubles in both dimensions:
   cell ``(i, j)`` becomes the 2x2 block ``(2i..2i+1, 2j..2j+1)``. Node numbering makes
@@ -46,7 +46,7 @@ the other group; the later tuple of a pair finds the earlier one on its only nod
 BiStream's elastic growth (paper 000: one node per side at first, more as memory fills)
 is not modelled: ``N`` is fixed. With ``N = 1`` both groups are node 0.
 
-**Bi6** (BiStream with 6 subgroups per group, paper 000 §5.2). Each group is divided into
+**Bi6** (BiStream with 6 subgroups per group, paper 000 §5.1.5). Each group is divided into
 ``min(subgroups, group size)`` contiguous subgroups of near-equal size (Param
 ``subgroups``, default 6: with 8 nodes, 4 per group, there are only 4 subgroups of one
 node each; :meth:`Groups.describe` reports the counts actually used). The tuple's key
@@ -61,7 +61,9 @@ every node of the matching subgroup(s) of the other group:
 
 The R and S groups may have different numbers of subgroups; each side's key rule uses
 its own count, so a pair still meets exactly once. A hot key overloads its subgroup
-(the weakness paper 000 reports for Bi6 at high skew).
+(the weakness paper 000 §5.2.1 reports for Bi6 at high skew). Paper 000's Bi6 starts
+with one node per subgroup and adds nodes to subgroups as the load grows; with ``N``
+fixed, the subgroups here keep their near-equal share of the group from the start.
 
 The library part here is pure numpy: layouts, the store and probe nodes of tuples
 (``(index, node)`` pairs, one per copy) and the Params. The Spark router

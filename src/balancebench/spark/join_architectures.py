@@ -1,0 +1,250 @@
+"""Paper 000's join architectures on Spark: Dynamic (join matrix) and BiStream (Bi, Bi6).
+
+The layouts and placement rules are the library's
+(``balancebench.strategies.join_architectures``, where the papers and our
+interpretations are documented); this module writes the same placement as Spark SQL
+expressions (``hash(tuple_id, salt)``, ``pmod``, ``shiftright``, ``sequence``,
+``transform``, ``explode``; no Python UDF), so Spark and numpy agree tuple for tuple
+(``tests/spark/test_join_architectures_spark.py`` checks it).
+
+- The layout is fixed at the first micro-batch from one aggregate of it (tuples per side,
+  key range): the Dynamic grid shape, the BiStream group split and Bi6's key ranges.
+- Routing emits, per tuple, a ``store`` row for each node that keeps it and a ``probe``
+  row for each node it is joined at (Dynamic: the same ``m`` / ``n`` cells; BiStream:
+  one store node, the other group's matching (sub)group nodes as probes). No routing
+  table (``routing_table_entries = 0``).
+- Dynamic's growth (every node becomes four when a node's state exceeds
+  ``max_state_tuples_per_node``) is a :class:`Reassignment` of the state rows: one copy
+  of each stored tuple (R: the copy in column 0 of its row; S: row 0 of its column) is
+  re-placed under the grown grid, replicated along its new row / column; the engine
+  keeps rows whose node is unchanged in place and ships (and counts) the others.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+import numpy as np
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from balancebench.spark.routers import (
+    BATCH_COLUMNS,
+    PROBE,
+    STORE,
+    BatchStats,
+    Reassignment,
+    RouteContext,
+    SparkRouter,
+)
+from balancebench.strategies import Strategy
+from balancebench.strategies.join_architectures import (
+    BI_KEY_SALT,
+    BI_STORE_SALT,
+    DYNAMIC_SALT,
+    UNIT_BITS,
+    BiStream,
+    DynamicJoin,
+    FirstBatch,
+    Grid,
+    Groups,
+)
+from balancebench.workloads import BAND_JOIN
+
+
+def first_batch(batch: DataFrame) -> FirstBatch:
+    """Tuples per side and key range of a batch (one Spark job)."""
+    row = batch.agg(
+        F.sum((F.col("side") == "R").cast("long")).alias("r"),
+        F.sum((F.col("side") == "S").cast("long")).alias("s"),
+        F.min("key").alias("lo"),
+        F.max("key").alias("hi"),
+    ).collect()[0]
+    lo, hi = row["lo"], row["hi"]
+    return FirstBatch(
+        int(row["r"] or 0),
+        int(row["s"] or 0),
+        None if lo is None else int(lo),
+        None if hi is None else int(hi),
+    )
+
+
+def _salted(column: str, salt: int) -> Column:
+    return F.hash(F.col(column), F.lit(salt).cast("bigint"))
+
+
+# ---- Dynamic ----------------------------------------------------------------------------
+def dynamic_unit() -> Column:
+    """``pmod(hash(tuple_id, DYNAMIC_SALT), 2^UNIT_BITS)`` (= ``dynamic_units``)."""
+    return F.pmod(_salted("tuple_id", DYNAMIC_SALT), F.lit(1 << UNIT_BITS)).cast("bigint")
+
+
+def cell_node(i: Column, j: Column, grid: Grid) -> Column:
+    """Node of cell ``(i, j)`` (= ``Grid.cell_nodes``)."""
+    g = grid.levels
+    node = F.shiftright(i, g) * F.lit(grid.base_cols) + F.shiftright(j, g)
+    base = grid.base_rows * grid.base_cols
+    for level in range(1, g + 1):
+        s = g - level
+        bit_i = F.shiftright(i, s).bitwiseAND(F.lit(1))
+        bit_j = F.shiftright(j, s).bitwiseAND(F.lit(1))
+        node = node + (bit_i * F.lit(2) + bit_j) * F.lit(base * 4 ** (level - 1))
+    return node.cast("int")
+
+
+def _row(grid: Grid) -> Column:
+    return F.shiftright(dynamic_unit(), UNIT_BITS - grid.row_bits)
+
+
+def _col(grid: Grid) -> Column:
+    return F.shiftright(dynamic_unit(), UNIT_BITS - grid.col_bits)
+
+
+def dynamic_nodes(grid: Grid) -> Column:
+    """Array of the cells of the tuple's row (R) or column (S)."""
+    row, col = _row(grid), _col(grid)
+    r_nodes = F.transform(
+        F.sequence(F.lit(0), F.lit(grid.cols - 1)), lambda j: cell_node(row, j, grid)
+    )
+    s_nodes = F.transform(
+        F.sequence(F.lit(0), F.lit(grid.rows - 1)), lambda i: cell_node(i, col, grid)
+    )
+    return F.when(F.col("side") == "R", r_nodes).otherwise(s_nodes)
+
+
+def dynamic_rows(batch: DataFrame, grid: Grid) -> DataFrame:
+    """A store and a probe row for each cell of each tuple's row / column."""
+    placed = batch.select(*BATCH_COLUMNS, F.explode(dynamic_nodes(grid)).alias("node"))
+    return placed.withColumn("role", F.explode(F.array(F.lit(STORE), F.lit(PROBE))))
+
+
+def regrid_state(state: DataFrame, old: Grid, new: Grid) -> DataFrame:
+    """The state rows under the grown grid ``new`` (columns ``BATCH_COLUMNS + node``)."""
+    first_copy = F.when(F.col("side") == "R", cell_node(_row(old), F.lit(0), old)).otherwise(
+        cell_node(F.lit(0), _col(old), old)
+    )
+    one = state.where(F.col("node") == first_copy).select(*BATCH_COLUMNS)
+    return one.select(*BATCH_COLUMNS, F.explode(dynamic_nodes(new)).alias("node"))
+
+
+class _ArchitectureRouter(SparkRouter):
+    """Common part: the layout fixed at the first batch, its history, its description."""
+
+    def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
+        super().__init__(strategy, n_nodes, tolerance)
+        self.layout: Any = None
+        #: The layout each routed batch used, in order.
+        self.layouts: list[Any] = []
+
+    def _layout(self, batch: DataFrame, ctx: RouteContext) -> Any:
+        if self.layout is None:
+            self.layout = self.strategy.layout(self.n_nodes, first_batch(batch), ctx.operator)
+        self.layouts.append(self.layout)
+        return self.layout
+
+    def nodes_used(self) -> int:
+        return self.n_nodes if self.layout is None else int(self.layout.n_nodes)
+
+    def info(self) -> dict[str, Any]:
+        """The layout in use (for logging), with the strategy's Params."""
+        out: dict[str, Any] = dict(self.strategy.params())
+        if self.layout is not None:
+            out.update(self.layout.describe())
+        return out
+
+
+class DynamicRouter(_ArchitectureRouter):
+    """Dynamic: the join matrix, growing 1-into-4 over the memory Param."""
+
+    strategy: DynamicJoin
+
+    def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
+        return dynamic_rows(batch, self._layout(batch, ctx))
+
+    def after_batch(self, stats: BatchStats) -> Reassignment | None:
+        if self.layout is None:
+            return None
+        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        grown = self.strategy.grown(self.layout, node_state, self.n_nodes)
+        if grown is None:
+            return None
+        old, self.layout = self.layout, grown
+        return Reassignment.rows(lambda state: regrid_state(state, old, grown))
+
+
+# ---- BiStream ---------------------------------------------------------------------------
+def subgroup(layout: Groups, side: str, key: Column) -> Column:
+    """Subgroup of ``side``'s group for ``key`` (= ``Groups.subgroup_of``)."""
+    k = layout.subgroups(side)
+    if k == 1 or layout.key_rule == "none":
+        return F.lit(0)
+    if layout.key_rule == "hash":
+        return F.pmod(F.hash(key, F.lit(BI_KEY_SALT).cast("bigint")), F.lit(k))
+    above = [(key >= F.lit(int(b))).cast("int") for b in layout.boundaries(side)]
+    return reduce(lambda a, b: a + b, above)
+
+
+def _offset(layout: Groups, side: str, q: Column) -> Column:
+    offsets = F.array(*[F.lit(int(o)) for o in layout.offsets(side)])
+    return F.element_at(offsets, q + 1)
+
+
+def bi_store_node(layout: Groups) -> Column:
+    """ONE node per tuple, in its key's subgroup of its own group."""
+    h = _salted("tuple_id", BI_STORE_SALT)
+    nodes = {}
+    for side in ("R", "S"):
+        q = subgroup(layout, side, F.col("key"))
+        lo = _offset(layout, side, q)
+        size = _offset(layout, side, q + 1) - lo
+        nodes[side] = F.lit(layout.start(side)) + lo + F.pmod(h, size)
+    return F.when(F.col("side") == "R", nodes["R"]).otherwise(nodes["S"]).cast("int")
+
+
+def bi_probe_nodes(layout: Groups, band_width: int) -> Column:
+    """Array of the other group's nodes in the subgroup(s) matching the key."""
+    key = F.col("key")
+    ranges = {}
+    for own, other in (("R", "S"), ("S", "R")):
+        if layout.key_rule == "range":
+            q1 = subgroup(layout, other, key - F.lit(band_width))
+            q2 = subgroup(layout, other, key + F.lit(band_width))
+        elif layout.key_rule == "hash":
+            q1 = q2 = subgroup(layout, other, key)
+        else:
+            q1, q2 = F.lit(0), F.lit(layout.subgroups(other) - 1)
+        start = F.lit(layout.start(other))
+        lo = (start + _offset(layout, other, q1)).cast("int")
+        hi = (start + _offset(layout, other, q2 + 1) - F.lit(1)).cast("int")
+        ranges[own] = F.sequence(lo, hi)
+    return F.when(F.col("side") == "R", ranges["R"]).otherwise(ranges["S"])
+
+
+def bi_rows(batch: DataFrame, layout: Groups, band_width: int) -> DataFrame:
+    """The store row (position 0) and the probe rows of every tuple, in one pass."""
+    copies = F.concat(F.array(bi_store_node(layout)), bi_probe_nodes(layout, band_width))
+    placed = batch.select(*BATCH_COLUMNS, F.posexplode(copies).alias("_pos", "node"))
+    role = F.when(F.col("_pos") == 0, F.lit(STORE)).otherwise(F.lit(PROBE))
+    return placed.select(*BATCH_COLUMNS, "node", role.alias("role"))
+
+
+class BiStreamRouter(_ArchitectureRouter):
+    """Bi / Bi6: R and S groups (and subgroups); fixed layout, no migration."""
+
+    strategy: BiStream
+
+    def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
+        layout = self._layout(batch, ctx)
+        width = ctx.band_width if ctx.operator == BAND_JOIN else 0
+        return bi_rows(batch, layout, width)
+
+
+def router_for(strategy: Strategy, n_nodes: int, tolerance: float) -> SparkRouter:
+    """The Spark router of a join architecture (``make_router`` for kind
+    ``join_architecture``)."""
+    if isinstance(strategy, DynamicJoin):
+        return DynamicRouter(strategy, n_nodes, tolerance)
+    if isinstance(strategy, BiStream):
+        return BiStreamRouter(strategy, n_nodes, tolerance)
+    raise ValueError(f"{strategy.name!r} is not a join architecture")

@@ -1,0 +1,163 @@
+"""Join architectures on Spark: the SQL placement equals the numpy one, and the engine's
+oracle passes for dynamic / bi / bi6 on eq5 and band (full history and a window,
+Dynamic's grid growing 1 -> 4 nodes), with the replication the layout implies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from balancebench.generators import generate
+from balancebench.paths import datasets_dir
+from balancebench.spark.engine import Engine, EngineConfig, load_replay
+from balancebench.spark.join_architectures import (
+    BiStreamRouter,
+    DynamicRouter,
+    bi_rows,
+    dynamic_rows,
+    regrid_state,
+)
+from balancebench.spark.routers import BATCH_COLUMNS, PROBE, STORE, make_router
+from balancebench.strategies import get_strategy
+from balancebench.strategies.join_architectures import DynamicJoin, FirstBatch, Grid
+from balancebench.streams import build_stream
+from balancebench.workloads import BAND_JOIN, EQUI_JOIN, get_workload
+
+pytestmark = pytest.mark.slow
+
+N_NODES, N_BATCHES = 4, 3
+
+
+def _batch(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "side": np.where(rng.random(n) < 0.7, "R", "S"),
+            "tuple_id": rng.permutation(10 * n)[:n].astype(np.int64),
+            "key": np.minimum(rng.zipf(1.4, n), 300).astype(np.int64) - 5,
+            "event_time_s": np.zeros(n),
+            "payload": np.zeros(n, dtype=np.int64),
+        }
+    )
+
+
+def _numpy_rows(strategy, layout, pdf: pd.DataFrame, width: int) -> np.ndarray:
+    side, ids, keys = pdf["side"].to_numpy(), pdf["tuple_id"].to_numpy(), pdf["key"].to_numpy()
+    rows = []
+    for role, place in ((0, strategy.store_nodes), (1, strategy.probe_nodes)):
+        args = (layout, side, ids, keys) + ((width,) if role else ())
+        index, node = place(*args)
+        rows.append(np.c_[ids[index], node, np.full(len(index), role)])
+    out = np.concatenate(rows)
+    return out[np.lexsort(out.T[::-1])]
+
+
+def _spark_rows(df) -> np.ndarray:
+    pdf = df.select("tuple_id", "node", "role").toPandas()
+    role = (pdf["role"] == PROBE).astype(np.int64).to_numpy()
+    assert set(pdf["role"]) <= {STORE, PROBE}
+    out = np.c_[pdf["tuple_id"].to_numpy(), pdf["node"].to_numpy(), role].astype(np.int64)
+    return out[np.lexsort(out.T[::-1])]
+
+
+def test_spark_placement_equals_numpy(spark):
+    rng = np.random.default_rng(11)
+    pdf = _batch(rng, 3000)
+    df = spark.createDataFrame(pdf).select(*BATCH_COLUMNS)
+    first = FirstBatch.of(pdf["side"].to_numpy(), pdf["key"].to_numpy())
+    dyn = DynamicJoin()
+    for grid in (Grid(4, 1), Grid(1, 2, 2), Grid(2, 2, 1)):
+        assert np.array_equal(_spark_rows(dynamic_rows(df, grid)), _numpy_rows(dyn, grid, pdf, 0))
+    for name, n_nodes, split in (("bi", 5, "proportional"), ("bi6", 16, "halves")):
+        strategy = get_strategy(name, n_nodes=n_nodes, group_split=split)
+        for operator, width in ((EQUI_JOIN, 0), (BAND_JOIN, 7)):
+            layout = strategy.layout(n_nodes, first, operator)
+            got = _spark_rows(bi_rows(df, layout, width))
+            assert np.array_equal(got, _numpy_rows(strategy, layout, pdf, width)), (name, operator)
+    # Dynamic growth: one copy of each stored tuple, re-placed under the grown grid.
+    old, new = Grid(2, 1), Grid(2, 1).grown()
+    index, node = dyn.store_nodes(old, pdf["side"], pdf["tuple_id"], pdf["key"])
+    state = pdf.iloc[index].assign(node=node.astype(np.int32))
+    regrown = regrid_state(spark.createDataFrame(state), old, new)
+    got = regrown.select("tuple_id", "node").toPandas().to_numpy()
+    index, node = dyn.store_nodes(new, pdf["side"], pdf["tuple_id"], pdf["key"])
+    want = np.c_[pdf["tuple_id"].to_numpy()[index], node]
+    assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, want.tolist()))
+
+
+@pytest.fixture(scope="module")
+def streams(spark):
+    dataset, _ = generate("tpch", datasets_dir(), {"tpch_scale_factor": 0.001, "zipf_s": 1.0})
+    out = {}
+    for workload in ("eq5", "band"):
+        replay = build_stream(workload, dataset, {"seed": 1, "input_rate_tuples_per_s": 5000.0})
+        df, interval = load_replay(spark, replay, N_BATCHES)
+        out[workload] = (df, interval, df.toPandas())
+    yield out
+    for df, _, _ in out.values():
+        df.unpersist()
+
+
+def _expected_received(router, pdf: pd.DataFrame, b: int, width: int) -> np.ndarray:
+    """Tuples per node the layout used in batch ``b`` implies (store + probe copies)."""
+    rows = _numpy_rows(router.strategy, router.layouts[b], pdf[pdf["batch"] == b], width)
+    return np.bincount(rows[:, 1], minlength=N_NODES)
+
+
+@pytest.mark.parametrize("workload", ["eq5", "band"])
+@pytest.mark.parametrize("name", ["dynamic", "bi", "bi6"])
+@pytest.mark.parametrize("windowed", [False, True])
+def test_engine_oracle_and_replication(spark, streams, workload, name, windowed):
+    df, interval, pdf = streams[workload]
+    # Full history: Dynamic starts at one node and grows to 2 x 2 after the first batch;
+    # windowed: the whole 4-node grid from the start, shaped by |R| : |S|.
+    grows = name == "dynamic" and not windowed
+    settings = {"initial_nodes": 1, "max_state_tuples_per_node": 100} if grows else {}
+    config = EngineConfig(
+        get_workload(workload),
+        n_nodes=N_NODES,
+        n_batches=N_BATCHES,
+        interval_s=interval,
+        window_s=2 * interval if windowed else 0.0,
+    )
+    router = make_router(get_strategy(name, n_nodes=N_NODES, **settings), N_NODES, 0.05)
+    assert isinstance(router, DynamicRouter if name == "dynamic" else BiStreamRouter)
+    results = Engine(spark, df, config, router, name).run()  # raises OracleMismatch
+    assert all(r.oracle_passed for r in results)
+    assert sum(r.result_rows for r in results) > 100
+    width = config.band_width if workload == "band" else 0
+    for r in results:
+        layout = router.layouts[r.batch]
+        assert np.array_equal(r.node_received, _expected_received(router, pdf, r.batch, width))
+        assert r.routing_table_entries == 0
+        assert r.nodes_used == layout.n_nodes
+        batch = pdf[pdf["batch"] == r.batch]
+        n_r, n_s = int((batch["side"] == "R").sum()), int((batch["side"] == "S").sum())
+        if name == "dynamic":  # 2m copies of each R tuple, 2n of each S tuple
+            want = (2 * layout.cols * n_r + 2 * layout.rows * n_s) / (n_r + n_s)
+            assert r.replication_factor == pytest.approx(want)
+        elif name == "bi":  # one store copy, probes to every node of the other group
+            want = (n_r * (1 + layout.s_size) + n_s * (1 + layout.r_size)) / (n_r + n_s)
+            assert r.replication_factor == pytest.approx(want)
+    if grows:
+        assert [g.n_nodes for g in router.layouts] == [1, 4, 4]
+        assert router.nodes_used() == 4
+        # Every state tuple of batch 0 now has 2 copies; those not already on node 0 moved.
+        first = pdf[pdf["batch"] == 0]
+        old = DynamicJoin().store_nodes(
+            router.layouts[0], first["side"], first["tuple_id"], first["key"]
+        )
+        new = DynamicJoin().store_nodes(
+            router.layouts[1], first["side"], first["tuple_id"], first["key"]
+        )
+        ids = first["tuple_id"].to_numpy()
+        before = set(zip(ids[old[0]].tolist(), old[1].tolist(), strict=True))
+        after = set(zip(ids[new[0]].tolist(), new[1].tolist(), strict=True))
+        assert results[0].migrated_tuples == len(after - before) > 0
+        assert all(r.migrated_tuples == 0 for r in results[1:])
+    elif name == "dynamic":
+        # eq5 (lineitem >> supplier) and band (L1 >> L2): a 4 x 1 grid, R not replicated
+        assert (router.layouts[0].rows, router.layouts[0].cols) == (4, 1)
+    if name != "dynamic":
+        assert router.info()["r_group_nodes"] == 2
+        assert router.info()["r_subgroups"] == (2 if name == "bi6" else 1)
