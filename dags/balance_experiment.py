@@ -20,6 +20,7 @@ checked against plain Spark SQL. Wiring only; every step is a function of
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -77,6 +78,8 @@ def balance_experiment() -> None:
         application=str(SPARK_APP),
         conn_id="spark_default",
         name="balancebench",
+        # Local mode: the driver runs the tasks and caches each batch's routed rows.
+        driver_memory=os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g"),
     ).expand(application_args=validate(generated))
     runs >> compare(generated)
 

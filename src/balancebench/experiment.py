@@ -82,6 +82,7 @@ def summarize(
         "imbalance_max_over_mean_mean": float(imb.mean()),
         "imbalance_max_over_mean_max": float(imb.max()),
         "makespan_s_total": float(service.sum()),
+        "makespan_wall_s_total": float(sum(b.makespan_wall_s for b in batches)),
         "makespan_over_ideal_mean": float(ratio.mean()),
         "routing_table_entries_max": float(max(b.routing_table_entries for b in batches)),
         "migrated_tuples_total": float(sum(b.migrated_tuples for b in batches)),
@@ -107,6 +108,7 @@ def batch_metrics(result: Any) -> dict[str, float]:
         "imbalance_max_over_mean": result.imbalance_max_over_mean,
         "makespan_s": result.makespan_s,
         "ideal_makespan_s": result.ideal_makespan_s,
+        "makespan_wall_s": result.makespan_wall_s,
         "makespan_over_ideal": (
             result.makespan_s / result.ideal_makespan_s if result.ideal_makespan_s > 0 else 1.0
         ),

@@ -21,11 +21,18 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "from the rows each node's task read from the routing shuffle (replicas included)."
     ),
     "makespan_s": (
-        "[per batch] max over nodes of the node's summed executorRunTime in the batch's node "
-        "stages (receive, operator, state update), from Spark's REST API (seconds). For the "
-        "Spark-native baselines: the tasks of the stateful operator's stage(s)."
+        "[per batch] max over nodes of the node's work: the summed executorCpuTime of its "
+        "tasks in the batch's node stages (receive, operator, state update), from Spark's "
+        "REST API (seconds). CPU time, because the nodes are partitions sharing a few cores: "
+        "a task's wall time there is mostly waiting for a core. For the Spark-native "
+        "baselines: the tasks of the stateful operator's stage(s)."
     ),
-    "ideal_makespan_s": "[per batch] mean over nodes of the same run times (seconds).",
+    "ideal_makespan_s": "[per batch] mean over nodes of the same CPU times (seconds).",
+    "makespan_wall_s": (
+        "[per batch] max over nodes of the summed executorRunTime (wall) of the same tasks "
+        "(seconds; includes waiting for shared cores)."
+    ),
+    "makespan_wall_s_total": "Sum of makespan_wall_s over the batches (seconds).",
     "makespan_over_ideal": "[per batch] makespan_s / ideal_makespan_s (1 = perfectly even).",
     "routing_table_entries": (
         "[per batch] entries of the router the batch was routed with (paper 000's O2: keys "

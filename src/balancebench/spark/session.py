@@ -28,6 +28,9 @@ BASE_CONF = {
     "spark.ui.retainedStages": "100000",
     "spark.ui.retainedTasks": "10000000",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The engine caches each batch's routed rows: uncompressed columns halve the cost of
+    # building that cache (measured on the receive stage: 1.2 -> 0.55 s CPU per node).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.sql.session.timeZone": "UTC",
     # Event logs (in .local/spark-events) are plain JSON so a finished run can be
     # inspected or re-measured after its REST API is gone.
@@ -45,6 +48,12 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
     events = local_dir() / "spark-events"
     events.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
+    # The driver is the executor in local mode; 1g (Spark's default) caches millions of
+    # routed rows under GC churn. Honoured when this process starts the JVM; spark-submit
+    # gets --driver-memory from the DAG instead.
+    builder = builder.config(
+        "spark.driver.memory", os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g")
+    )
     builder = builder.config("spark.eventLog.enabled", "true")
     builder = builder.config("spark.eventLog.dir", events.as_uri())
     if master:

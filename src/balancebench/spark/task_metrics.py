@@ -142,7 +142,10 @@ class TaskMetricsReader:
 class NodeTimes:
     """Per node, summed over the node stages of some job groups."""
 
+    #: executorRunTime (s): wall time the node's tasks ran.
     run_time_s: np.ndarray
+    #: executorCpuTime (s): CPU time of the node's task threads.
+    cpu_time_s: np.ndarray
     records_read: np.ndarray
     stages: int
 
@@ -156,6 +159,7 @@ def node_times(reader: TaskMetricsReader, groups: list[str], n_nodes: int) -> No
     nodes: reading input, routing). Skipped stages (already computed) are ignored.
     """
     run = np.zeros(n_nodes)
+    cpu = np.zeros(n_nodes)
     read = np.zeros(n_nodes, dtype=np.int64)
     stages = 0
     tracker = reader.sc.statusTracker()
@@ -176,6 +180,8 @@ def node_times(reader: TaskMetricsReader, groups: list[str], n_nodes: int) -> No
             stages += 1
             for t in tasks:
                 node = t["index"] % n_nodes
-                run[node] += t["taskMetrics"]["executorRunTime"] / 1e3
-                read[node] += t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"]
-    return NodeTimes(run, read, stages)
+                metrics = t["taskMetrics"]
+                run[node] += metrics["executorRunTime"] / 1e3
+                cpu[node] += metrics["executorCpuTime"] / 1e9
+                read[node] += metrics["shuffleReadMetrics"]["recordsRead"]
+    return NodeTimes(run, cpu, read, stages)
