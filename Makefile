@@ -8,7 +8,7 @@ UV_RUN := $(UV) run --frozen
 CONF ?= {}
 SPARK_MASTER ?=
 
-.PHONY: setup run test test-fast lint bench clean
+.PHONY: setup run test test-fast lint bench bench-sweep clean
 
 $(UV):
 	$(PYTHON) -m venv $(BOOT)
@@ -33,6 +33,11 @@ test-fast: setup
 bench: setup
 	$(UV_RUN) python benchmarks/plan_time.py
 	$(UV_RUN) python benchmarks/generate.py
+	$(UV_RUN) python benchmarks/routing_overhead.py
+
+# The skew sweep of issue 5 (every strategy, 5 skews, topk and eq5): about an hour here.
+bench-sweep: setup
+	$(UV_RUN) python benchmarks/skew_sweep.py
 
 lint: setup
 	$(UV_RUN) ruff check .
