@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
@@ -127,8 +127,11 @@ class RandomRouter(KeyLevelRouter):
         )
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 @given(seed=st.integers(0, 10_000), workload=st.sampled_from(["topk", "eq5", "band"]))
+@example(seed=0, workload="eq5")  # found a bug: probes missed state moved off Y(k)
 def test_random_routing_and_random_migrations_keep_results_exact(spark, streams, seed, workload):
     df, interval = streams[workload]
     window = 0.0 if workload != "topk" else interval * 1.5

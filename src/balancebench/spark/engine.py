@@ -298,6 +298,7 @@ class Engine:
                 if len(reassignment):
                     moved_started = time.perf_counter()
                     result.migrated_tuples = self._migrate(b, reassignment)
+                    self._track_moved_state(reassignment)
                     result.migrate_s = time.perf_counter() - moved_started
         if self.on_batch is not None:
             self.on_batch(result)
@@ -307,6 +308,20 @@ class Engine:
                 f"{shown}"
             )
         return result
+
+    def _track_moved_state(self, moves: Reassignment) -> None:
+        """Where state is after a migration, for the next batch's probes: a move adds its
+        destination as a holder of the key (the source may still hold part of it)."""
+        if moves.state_rows is not None:
+            assert self.state is not None
+            held = self.state.select("key", "node").distinct().toArrow()
+            self.state_key = held.column("key").to_numpy().astype(np.int64)
+            self.state_node = held.column("node").to_numpy().astype(np.int32)
+            return
+        key = np.r_[self.state_key, moves.key].astype(np.int64)
+        node = np.r_[self.state_node, moves.to_node].astype(np.int64)
+        packed = np.unique(key * self.n + node)
+        self.state_key, self.state_node = packed // self.n, (packed % self.n).astype(np.int32)
 
     def _set_state(self, new_state: DataFrame, stats: BatchStats) -> None:
         if self.state is not None:
