@@ -9,10 +9,12 @@ s = 1.0), ``--nodes`` partitions. Each variant is materialised with the ``noop``
 is printed after one warm-up run each:
 
 - ``repartition(n, key)``: what Spark does by itself (the floor);
-- ``routing table``: paper 000's storage routing ONE exactly as the engine runs it
-  (``spark.routing.with_storage_node`` + ``partition_by_node``) with a routing table of
-  ``--entries`` keys (the hottest keys, each split over 2-4 nodes), so most tuples take the
-  table path;
+- ``routing table, hot split``: paper 000's storage routing ONE exactly as the engine
+  runs it (``spark.routing.with_storage_node`` + ``partition_by_node``) with a routing
+  table of ``--entries`` keys: the hottest keys, each split over 2-4 nodes, so most
+  tuples take the table path (the worst case);
+- ``routing table, plan-like``: ``--entries`` random keys moved whole (one part each),
+  the shape QMMP/MNRT plans mostly have (e.g. QMMP at K = 1e6: 37k entries, 44 split);
 - ``empty table``: the same code with no entries (home routing + surrogate placement).
 
 Target (issue 5): routing table <= 1.3x plain repartition.
@@ -34,16 +36,6 @@ from balancebench.spark.routing import partition_by_node, with_storage_node
 from balancebench.spark.session import get_session
 
 
-def timed(df, repeats: int) -> float:
-    df.write.format("noop").mode("overwrite").save()  # warm-up
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        times.append(time.perf_counter() - started)
-    return float(np.median(times))
-
-
 def routing_table(keys_by_rank: np.ndarray, entries: int, n_nodes: int, seed: int) -> RoutingTable:
     """The ``entries`` hottest keys, each split over 2-4 nodes with random shares."""
     rng = np.random.default_rng(seed)
@@ -54,6 +46,16 @@ def routing_table(keys_by_rank: np.ndarray, entries: int, n_nodes: int, seed: in
         np.repeat(home_nodes(keys, n_nodes), parts) + np.concatenate([np.arange(p) for p in parts])
     ) % n_nodes
     return RoutingTable.from_parts(key, node.astype(np.int32), rng.random(len(key)) + 0.1, n_nodes)
+
+
+def plan_like_table(
+    keys_by_rank: np.ndarray, entries: int, n_nodes: int, seed: int
+) -> RoutingTable:
+    """``entries`` random keys, each moved whole to another node."""
+    rng = np.random.default_rng(seed)
+    keys = rng.choice(keys_by_rank, size=entries, replace=False)
+    node = (home_nodes(keys, n_nodes) + rng.integers(1, n_nodes, entries)) % n_nodes
+    return RoutingTable.from_parts(keys, node.astype(np.int32), np.ones(entries), n_nodes)
 
 
 def main() -> None:
@@ -90,20 +92,41 @@ def main() -> None:
     entries = spark.createDataFrame(pa.table({"key": table.keys}))
     in_table = df.join(F.broadcast(entries), "key").count()
 
-    plain = timed(df.repartition(n, "key"), args.repeats)
-    routed = timed(partition_by_node(with_storage_node(spark, df, table), n), args.repeats)
-    empty = timed(
-        partition_by_node(with_storage_node(spark, df, RoutingTable.empty(n)), n), args.repeats
+    plan_like = plan_like_table(rank_to_key, args.entries, n, seed=2)
+    plan_hit = df.join(F.broadcast(spark.createDataFrame(pa.table({"key": plan_like.keys}))), "key")
+    plan_share = plan_hit.count() / rows
+    variants = [
+        ("repartition(n, key)", df.repartition(n, "key")),
+        ("routing table, hot split", partition_by_node(with_storage_node(spark, df, table), n)),
+        ("routing table, plan-like", partition_by_node(with_storage_node(spark, df, plan_like), n)),
+        (
+            "empty routing table",
+            partition_by_node(with_storage_node(spark, df, RoutingTable.empty(n)), n),
+        ),
+    ]
+    # Interleaved rounds, so drift in the machine's speed hits every variant alike.
+    times: dict[str, list[float]] = {label: [] for label, _ in variants}
+    for _, frame in variants:
+        frame.write.format("noop").mode("overwrite").save()  # warm-up
+    for _ in range(args.repeats):
+        for label, frame in variants:
+            started = time.perf_counter()
+            frame.write.format("noop").mode("overwrite").save()
+            times[label].append(time.perf_counter() - started)
+    med = {label: float(np.median(v)) for label, v in times.items()}
+    plain = med["repartition(n, key)"]
+    print(
+        f"{rows:,} tuples, {args.keys:,} keys, {n} nodes, local[*] on {os.cpu_count()} cores; "
+        f"medians of {args.repeats} interleaved rounds"
     )
     print(
-        f"{rows:,} tuples, {args.keys:,} keys, {len(table):,} routing-table entries "
-        f"({table.n_parts:,} parts) covering {in_table / rows:.0%} of the tuples, {n} nodes, "
-        f"local[*] on {os.cpu_count()} cores; medians of {args.repeats} runs"
+        f"hot split: {len(table):,} entries ({table.n_parts:,} parts) covering "
+        f"{in_table / rows:.0%} of the tuples; plan-like: {len(plan_like):,} whole entries "
+        f"covering {plan_share:.1%}"
     )
-    print(f"{'variant':>24} {'seconds':>8} {'x plain':>8}")
-    print(f"{'repartition(n, key)':>24} {plain:>8.2f} {1.0:>8.2f}")
-    print(f"{'routing table':>24} {routed:>8.2f} {routed / plain:>8.2f}")
-    print(f"{'empty routing table':>24} {empty:>8.2f} {empty / plain:>8.2f}")
+    print(f"{'variant':>26} {'seconds':>8} {'x plain':>8}")
+    for label, _ in variants:
+        print(f"{label:>26} {med[label]:>8.2f} {med[label] / plain:>8.2f}")
     print("target: routing table <= 1.30x")
     spark.stop()
 
