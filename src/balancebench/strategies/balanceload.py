@@ -11,7 +11,8 @@ improvement of the standard deviation of node load falls below ``min_improvement
 large that moving it would not lower the standard deviation by the threshold, we try the
 node's next buckets in decreasing rate and stop only when none qualifies (moving a
 bucket that raises the deviation is never done). The paper's utilisation thresholds and
-node provisioning (elastic scaling) are issue 6's model; here the node count is fixed.
+node provisioning (elastic scaling) are the ``elastic`` model (``models/elastic.py``, which
+calls ``balance_load``); here the node count is fixed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,61 @@ import numpy as np
 from balancebench.loads import KeyLoads
 from balancebench.routing import BucketMap
 from balancebench.strategies.base import Delta, PlanView, Strategy
+
+
+def balance_load(
+    rate: np.ndarray,
+    on_node: np.ndarray,
+    owner: np.ndarray,
+    node_loads: np.ndarray,
+    threshold: float,
+    max_moves: int,
+    movable: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+    """Paper 001's BalanceLoad greedy, as a pure function (inputs are not modified).
+
+    - ``rate``: ``T_b`` per bucket (length ``B``); ``on_node``: ``(B, n)`` load of each
+      bucket on each node (all on its owner when traffic was routed by ``owner``);
+    - ``owner``: node of each bucket; ``node_loads``: load per node (length ``n``);
+    - ``threshold``: a move must lower the std of node load by at least this (absolute);
+    - ``max_moves``: budget of moves; ``movable``: optional mask of buckets that may move
+      (None = all).
+
+    Each step moves the highest-rate bucket of the most loaded node whose move lowers the
+    std by ``threshold`` (trying the node's buckets in decreasing rate) to the least loaded
+    node; it stops when no bucket qualifies. Returns ``(owner, node_loads, moves)`` after
+    the moves, ``moves`` = ``[(bucket, from_node, to_node)]`` in order (a bucket may move
+    more than once).
+    """
+    on_node = np.array(on_node, dtype=np.float64, copy=True)
+    owner = owner.copy()
+    node_loads = node_loads.copy()
+    moves: list[tuple[int, int, int]] = []
+    while len(moves) < max_moves:
+        order = np.argsort(node_loads, kind="stable")
+        lo, hi = int(order[0]), int(order[-1])
+        if hi == lo:
+            break
+        std = node_loads.std()
+        eligible = (owner == hi) & (rate > 0)
+        if movable is not None:
+            eligible &= movable
+        candidates = np.flatnonzero(eligible)
+        best = None
+        for b in candidates[np.argsort(-rate[candidates], kind="stable")].tolist():
+            trial = node_loads - on_node[b]
+            trial[lo] += rate[b]
+            if std - trial.std() >= threshold and std - trial.std() > 0:
+                best = (b, trial)
+                break
+        if best is None:
+            break
+        b, node_loads = best
+        on_node[b] = 0.0
+        on_node[b, lo] = rate[b]
+        owner[b] = lo
+        moves.append((b, hi, lo))
+    return owner, node_loads, moves
 
 
 class BalanceLoadStrategy(Strategy):
@@ -69,33 +125,12 @@ class BalanceLoadStrategy(Strategy):
         on_node = np.bincount(
             bucket.astype(np.int64) * n + loads.node, weights=loads.load, minlength=n_buckets * n
         ).reshape(n_buckets, n)
-        owner = router.owner.copy()
-        node_loads = view.node_loads.copy()
         threshold = self.settings["min_improvement"] * max(view.mean, 1e-300)
-        moved: set[int] = set()
-        steps = 0
-        while steps < self.settings["max_moves"]:
-            order = np.argsort(node_loads, kind="stable")
-            lo, hi = int(order[0]), int(order[-1])
-            if hi == lo:
-                break
-            std = node_loads.std()
-            candidates = np.flatnonzero((owner == hi) & (rate > 0))
-            best = None
-            for b in candidates[np.argsort(-rate[candidates], kind="stable")].tolist():
-                trial = node_loads - on_node[b]
-                trial[lo] += rate[b]
-                if std - trial.std() >= threshold and std - trial.std() > 0:
-                    best = (b, trial)
-                    break
-            if best is None:
-                break
-            b, node_loads = best
-            on_node[b] = 0.0
-            on_node[b, lo] = rate[b]
-            owner[b] = lo
-            moved.add(b)
-            steps += 1
+        owner, _, moves = balance_load(
+            rate, on_node, router.owner, view.node_loads, threshold, self.settings["max_moves"]
+        )
+        moved = {b for b, _, _ in moves}
+        steps = len(moves)
         new_map = BucketMap(n, owner.astype(np.int32))
         if not moved:
             return replace(Delta.empty(), router=new_map, info={"bucket_moves": 0})
