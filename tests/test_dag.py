@@ -73,3 +73,20 @@ def test_generate_dataset_shape_and_params(dagbag):
     params = copy.deepcopy(dag.params)
     with pytest.raises(ParamValidationError, match="'nope' is not one of"):
         params["dataset"] = "nope"
+
+
+def test_model_experiment_shape_and_params(dagbag):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS
+
+    dag = dagbag.dags["model_experiment"]
+    assert set(dag.task_ids) == {"generate", "validate", "run_sweep", "compare"}
+    assert dag.doc_md and "model_experiment" in dag.doc_md
+    assert set(dag.params.keys()) == set(MODEL_EXPERIMENT_PARAMS)
+    assert dag.get_task("run_sweep").downstream_task_ids == {"compare"}
+    dag.params.validate()
+    params = copy.deepcopy(dag.params)
+    with pytest.raises(ParamValidationError) as err:
+        params["model"] = "ns3"
+    assert "Invalid input for param model: " in str(err.value)

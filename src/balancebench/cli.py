@@ -5,6 +5,7 @@ balancebench report [--experiment NAME] [--parent RUN_ID]
 balancebench datasets ; balancebench generate DATASET --set NAME=VALUE ...
 balancebench validate DATASET_DIR ; balancebench strategies
 balancebench airflow ARGS...                           # airflow with the embedded env
+balancebench models ; balancebench run-model [--conf JSON]   # papers 001-004 model sweeps
 """
 
 from __future__ import annotations
@@ -207,6 +208,70 @@ def validate(
     )
     console.print(report_.message(), markup=False)
     raise typer.Exit(0 if report_.success else 1)
+
+
+@app.command()
+def models() -> None:
+    """List the paper 001-004 models, their strategies and Params."""
+    from balancebench.models import MODELS, get_model
+    from balancebench.models.sweep import model_param_name
+
+    table = Table(title="models (run with `balancebench run-model --conf '{\"model\": ...}'`)")
+    for col in ("model", "implements", "strategies", "dataset", "Params (default)"):
+        table.add_column(col)
+    for name in MODELS:
+        model = get_model(name)
+        params = ", ".join(
+            f"{model_param_name(name, p)}={spec['default']}"
+            for p, spec in model.param_schema.items()
+        )
+        table.add_row(name, model.reference, ", ".join(model.strategies), model.dataset, params)
+    console.print(table)
+
+
+@app.command("run-model")
+def run_model(
+    conf: str = typer.Option("{}", help='Params as JSON, e.g. \'{"model": "overlay"}\''),
+    spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
+) -> None:
+    """Run the ``model_experiment`` DAG once with ``airflow dags test``; print the summary."""
+    from balancebench.models.sweep import validate_model_params
+
+    try:
+        params = validate_model_params(json.loads(conf or "{}"))
+    except (ValueError, json.JSONDecodeError) as exc:
+        console.print(f"[red]bad CONF:[/red] {exc}", markup=True)
+        raise typer.Exit(2) from exc
+    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
+        console.print("[red]airflow db migrate failed[/red]")
+        raise typer.Exit(1)
+    log = local_dir() / "logs" / "model_experiment-latest.log"
+    console.print(f"running DAG model_experiment (full log: {log})")
+    code = _airflow(
+        ["dags", "test", "model_experiment", "-c", json.dumps(params)], spark_master, log
+    )
+    latest = tracking.latest_parent_run(params["experiment"])
+    if latest is None:
+        console.print(f"[red]no parent run[/red]; see {log}")
+        raise typer.Exit(1)
+    parent = latest["run_id"]
+    summary = results_dir() / parent / "model_summary.csv"
+    if summary.exists():
+        import pandas as pd
+
+        frame = pd.read_csv(summary)
+        keep = [c for c in frame.columns if c != "run_id" and not c.endswith("_rep_std")]
+        varied = [c for c in keep if c in {k.split("_", 1)[1] for k in params["grid"]}]
+        frame = frame[keep]
+        frame.index = [" ".join(str(v) for v in row) for row in frame[["strategy", *varied]].values]
+        # Metrics as rows, (strategy, point) as columns: fits a terminal for any model.
+        print(frame.drop(columns=["strategy", *varied]).T.to_string(float_format="{:.4g}".format))
+    print(f"results:      {results_dir() / parent}/ (model_summary.csv, {params['model']}.png)")
+    print(f"MLflow store: {tracking.tracking_uri()}  (experiment {params['experiment']!r})")
+    print(f"MLflow UI:    {tracking.mlflow_ui_command()}")
+    if code != 0 or latest["status"] != "FINISHED":
+        console.print(f"[red]DAG run failed[/red]; see {log}")
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -141,3 +141,62 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
 def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[float]]:
     points = sorted(client.get_metric_history(run_id, metric), key=lambda m: m.step)
     return [m.step for m in points], [m.value for m in points]
+
+
+# ---- model_experiment DAG (papers 001-004 models) ------------------------------------
+
+
+def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """Check the sweep Params, write (or reuse) the model's dataset, open the parent run."""
+    from balancebench.models import get_model
+    from balancebench.models.sweep import grid_points, sweep_params, validate_model_params
+
+    p = validate_model_params(params)
+    dataset = get_model(p["model"]).dataset
+    dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
+    parent = tracking.start_parent_run(
+        p["experiment"], sweep_params(p), dag_id, run_id, manifest.digest
+    )
+    client = tracking._mlflow().MlflowClient()
+    client.log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
+    client.set_tag(parent, "model", p["model"])
+    return {
+        "dataset_dir": str(dataset_dir),
+        "dataset_digest": manifest.digest,
+        "parent_run_id": parent,
+        "params": p,
+        "expected_children": len(p["strategies"]) * len(grid_points(p["grid"])),
+        "dag_id": dag_id,
+        "run_id": run_id,
+    }
+
+
+def model_submit_args(generated: dict[str, Any]) -> list[str]:
+    """The ``spark_apps/run_model_sweep.py`` arguments of the sweep."""
+    from balancebench.model_experiment import ModelSweepSpec
+
+    return ModelSweepSpec(
+        dataset_dir=generated["dataset_dir"],
+        params=generated["params"],
+        parent_run_id=generated["parent_run_id"],
+        dag_id=generated["dag_id"],
+        dag_run_id=generated["run_id"],
+    ).to_args()
+
+
+def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
+    """Close the parent: FINISHED when every (strategy, point) has a finished child."""
+    parent = generated["parent_run_id"]
+    children = tracking.child_runs(parent)
+    finished = children[children["status"] == "FINISHED"] if len(children) else children
+    expected = generated["expected_children"]
+    if len(finished) < expected:
+        text = f"{len(finished)} of {expected} (strategy, point) runs finished"
+        tracking.end_run(parent, "FAILED", text)
+        return False, text
+    cols = ["tags.mlflow.runName"] + sorted(
+        c for c in finished.columns if c.startswith("metrics.") and not c.endswith("_rep_std")
+    )
+    text = finished[cols].to_string(index=False)
+    tracking.end_run(parent, "FINISHED")
+    return True, text

@@ -97,9 +97,7 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     conf = {**TINY, "seed": 99, "experiment": "e2e-bad-data"}
     p = validate_params(conf)
     # The dataset these Params name already exists, but someone broke it: a null key.
-    folder, manifest = generate(
-        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
-    )
+    folder, manifest = generate(p["dataset"], datasets_dir(), generator_params(p["dataset"], p))
     path = folder / manifest.files[0]
     table = pq.read_table(path)
     keys = table.column("key").to_pylist()

@@ -127,9 +127,7 @@ class RandomRouter(KeyLevelRouter):
         )
 
 
-@settings(
-    max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
-)
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(seed=st.integers(0, 10_000), workload=st.sampled_from(["topk", "eq5", "band"]))
 @example(seed=0, workload="eq5")  # found a bug: probes missed state moved off Y(k)
 def test_random_routing_and_random_migrations_keep_results_exact(spark, streams, seed, workload):

@@ -107,6 +107,23 @@ class TaskMetricsReader:
                 )
             time.sleep(0.05)
 
+    def job_group_cpu_time_s(self, job_group: str) -> float:
+        """Summed ``executorCpuTime`` (s) of every task of every executed stage of a
+        finished job group (skipped stages count 0)."""
+        tracker = self.sc.statusTracker()
+        stage_ids = sorted(
+            {
+                sid
+                for job in tracker.getJobIdsForGroup(job_group)
+                for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
+            }
+        )
+        total = 0.0
+        for sid in stage_ids:
+            for t in self.stage_tasks(sid) or []:
+                total += t["taskMetrics"]["executorCpuTime"] / 1e9
+        return total
+
     def _complete_stage(self, stage_id: int, n_tasks: int) -> StageTasks | None:
         try:
             attempts = self._get(f"/stages/{stage_id}")

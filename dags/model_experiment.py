@@ -1,0 +1,85 @@
+"""
+## model_experiment
+
+Runs one of the paper 001-004 **models** as a sweep: heterogeneous-cluster scheduling
+(`scheduling`, paper 002: round robin, SWPTS, ACTS), elastic reconfiguration with
+BalanceLoad (`elastic`, paper 001), back-pressure by credit-based flow control vs data
+migration (`backpressure`, paper 003), overlay load balancing (`overlay`, paper 004:
+random, Borealis, k-ary tree + Hilbert ring). Each model's docstring says what it models
+and what it leaves out. Wiring only; every step is a function of `balancebench.pipeline`.
+
+1. **generate**: checks the Params (model, strategies, grid values: a bad one fails here,
+   naming the field), writes or reuses the model's seeded dataset, opens the MLflow parent.
+2. **validate**: the dataset's Great Expectations suites; a failure stops the run here.
+3. **run_sweep**: `spark-submit spark_apps/run_model_sweep.py`: one Spark task per
+   (strategy, grid point, repetition); one MLflow child per (strategy, grid point).
+4. **compare**: closes the parent (summary CSV and the paper-style figure are on it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from balancebench import pipeline
+from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS
+
+SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_sweep.py"
+
+
+def _param(spec: dict) -> Param:
+    spec = dict(spec)
+    return Param(spec.pop("default"), **spec)
+
+
+@dag(
+    dag_id="model_experiment",
+    schedule=None,
+    catchup=False,
+    doc_md=__doc__,
+    params={name: _param(spec) for name, spec in MODEL_EXPERIMENT_PARAMS.items()},
+    default_args={"retries": 0},
+    tags=["balancebench"],
+)
+def model_experiment() -> None:
+    @task
+    def generate() -> dict:
+        """Seeded dataset + MLflow parent run; returns what later tasks need."""
+        ctx = get_current_context()
+        return pipeline.model_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+
+    @task
+    def validate(generated: dict) -> list[str]:
+        """Great Expectations gate; on success, the spark-submit arguments of the sweep."""
+        report = pipeline.validate_step(generated)
+        if not report.success:
+            raise AirflowFailException(report.message())
+        print(report.message())
+        return pipeline.model_submit_args(generated)
+
+    @task(trigger_rule="all_done")
+    def compare(generated: dict) -> str:
+        """Close the parent run; fails if a (strategy, point) has no finished child."""
+        complete, text = pipeline.model_compare_step(generated)
+        print(text)
+        if not complete:
+            raise AirflowFailException(f"sweep incomplete:\n{text}")
+        return text
+
+    generated = generate()
+    sweep = SparkSubmitOperator(
+        task_id="run_sweep",
+        application=str(SPARK_APP),
+        conn_id="spark_default",
+        name="balancebench-model",
+        application_args=validate(generated),
+        driver_memory=os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "2g"),
+    )
+    sweep >> compare(generated)
+
+
+model_experiment()

@@ -1,0 +1,92 @@
+"""A model sweep inside a Spark application, logged as MLflow children of the DAG's parent.
+
+Called by ``spark_apps/run_model_sweep.py`` (the ``spark-submit`` entry point): expands
+the Params into points (``models.sweep``), measures the scheduling model's per-task
+costs by running each WordCount task on Spark once (``spark.task_costs``) unless given,
+runs every point as one Spark task, logs one child per (strategy, parameter point), and
+writes the summary table (CSV) and the model's figure (PNG) to ``.local/results``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from balancebench import tracking
+from balancebench.models import get_model
+from balancebench.models.sweep import (
+    log_sweep,
+    model_points,
+    run_points_on_spark,
+    sweep_figure,
+    sweep_params,
+    validate_model_params,
+)
+from balancebench.paths import results_dir
+
+
+@dataclass(frozen=True)
+class ModelSweepSpec:
+    """Everything a sweep needs; serialised into the spark-submit arguments."""
+
+    dataset_dir: str
+    params: dict[str, Any]
+    parent_run_id: str | None = None
+    dag_id: str = ""
+    dag_run_id: str = ""
+
+    def to_args(self) -> list[str]:
+        return ["--spec", json.dumps(self.__dict__, sort_keys=True)]
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelSweepSpec:
+        return cls(**json.loads(text))
+
+
+def sweep_dir(parent_run_id: str | None) -> Path:
+    return results_dir() / (parent_run_id or "no-parent")
+
+
+def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str, Any]:
+    """Run the sweep on Spark and log it; returns the summary rows and output paths."""
+    params = validate_model_params(spec.params)
+    model = get_model(params["model"])
+
+    from balancebench.spark.session import get_session
+
+    spark = get_session(f"balancebench-model-{model.name}", master=master)
+    sc = spark.sparkContext
+    measured: dict[str, Any] = {}
+    if model.name == "scheduling" and params.get("scheduling_task_costs_s") is None:
+        from balancebench.spark.task_costs import measure_wordcount_costs
+
+        params["scheduling_task_costs_s"] = measure_wordcount_costs(spark, spec.dataset_dir)
+        measured["scheduling_task_costs_s"] = params["scheduling_task_costs_s"]
+    points = model_points(params, spec.dataset_dir)
+    results = run_points_on_spark(spark, points)
+    run_params = {
+        **tracking.flat_params(sweep_params(params)),
+        "dataset_dir": spec.dataset_dir,
+        "git_commit": tracking.git_commit(),
+        "spark_master": sc.master,
+        "points": str(len(points)),
+        **tracking.library_versions(),
+    }
+    out = sweep_dir(spec.parent_run_id)
+    rows = log_sweep(params, results, spec.parent_run_id, run_params, out / "points")
+    table = pd.DataFrame(rows)
+    csv = out / "model_summary.csv"
+    table.to_csv(csv, index=False)
+    png = sweep_figure(model.name, results, out / f"{model.name}.png")
+    if spec.parent_run_id:
+        client = tracking._mlflow().MlflowClient()
+        client.log_artifact(spec.parent_run_id, str(csv))
+        client.log_artifact(spec.parent_run_id, str(png))
+        if measured:
+            client.log_dict(spec.parent_run_id, measured, "measured_inputs.json")
+    spark.stop()
+    return {"rows": rows, "csv": str(csv), "figure": str(png), "points": len(points)}

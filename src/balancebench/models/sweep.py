@@ -1,0 +1,367 @@
+"""Model sweeps: the grid of points, one Spark task per point, one MLflow child per
+(strategy, parameter point).
+
+The ``model_experiment`` DAG (and ``balancebench run-model``) take these Params:
+
+- ``model``: which paper's model (``balancebench models`` lists them);
+- ``strategies``: the model's strategies to compare (empty = all of them);
+- ``grid``: the varied parameters, ``{"<model>_<param>": [values, ...]}`` (empty = the
+  single default point); every value is checked against the param's spec;
+- ``repetitions``: independent repetitions per point; repetition ``r`` of every strategy
+  uses the same seed (common random numbers), derived from ``seed`` and ``r``;
+- the model's own Params ``<model>_<param>`` and the Params of its dataset.
+
+:func:`model_points` expands them into :class:`ModelPoint` s; :func:`run_points_on_spark`
+runs each as one Spark task (``parallelize(points, len(points)).map(run_point)``), so on
+a cluster the points spread over executors; :func:`log_sweep` writes one MLflow child
+per (strategy, parameter point): every sweep Param, the point's values, the metrics
+averaged over repetitions (and ``<metric>_rep_std``), repetition 0's series with
+``step`` = sample index (``series_time_s`` gives the simulated time of each step), and
+every repetition's raw result as ``results.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from balancebench import tracking
+from balancebench.generators import DATASET_PARAMS
+from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.models import MODELS, get_model, model_strategies
+from balancebench.models.base import ModelPoint, ModelResult
+from balancebench.schema import check_values
+from balancebench.validation import VALIDATION_DEFAULTS
+
+#: Definitions of what the sweep itself adds to every model child run.
+SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
+    "model_wall_s": "Wall time of Model.run summed over the point's repetitions (seconds).",
+    "model_events": "Simulated events the model processed, summed over repetitions.",
+    "model_events_per_s": "model_events / model_wall_s: the model's speed, to size sweeps.",
+    "series_time_s": "[series] simulated time (s) of each series step (step = sample index).",
+}
+
+
+def model_param_name(model: str, param: str) -> str:
+    return f"{model}_{param}"
+
+
+def _model_params() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in MODELS:
+        model = get_model(name)
+        for param, spec in model.param_schema.items():
+            out[model_param_name(name, param)] = {
+                **spec,
+                "title": f"{name}: {spec.get('title', param)}",
+                "description": f"[{name}] {spec.get('description', '')}".strip(),
+            }
+    return out
+
+
+MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
+    "model": {
+        "type": "string",
+        "enum": sorted(MODELS),
+        "default": "scheduling",
+        "title": "Model",
+        "description": "scheduling (paper 002), elastic (paper 001), backpressure (paper 003), "
+        "overlay (paper 004).",
+    },
+    "strategies": {
+        "type": "array",
+        "items": {"type": "string", "enum": sorted(model_strategies())},
+        "uniqueItems": True,
+        "default": [],
+        "title": "Strategies",
+        "description": "The model's strategies to compare; empty = all of the model's.",
+    },
+    "grid": {
+        "type": "object",
+        "additionalProperties": {"type": "array", "minItems": 1, "maxItems": 1000},
+        "default": {},
+        "title": "Grid",
+        "description": 'Varied model Params, e.g. {"overlay_target_load": [0.2, 0.4, 0.8]}; '
+        "every combination is a point; empty = the single default point.",
+    },
+    "repetitions": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 10_000,
+        "default": 2,
+        "title": "Repetitions",
+        "description": "Independent repetitions per point (seeds derived from seed).",
+    },
+    "experiment": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "default": "balancebench-models",
+        "title": "MLflow experiment",
+        "description": "Experiment the parent and child runs are logged to.",
+    },
+    "zipf_fit_tolerance": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 5,
+        "default": VALIDATION_DEFAULTS["zipf_fit_tolerance"],
+        "title": "Validation: Zipf fit tolerance",
+        "description": "Used by the GX suites of Zipf-shaped datasets.",
+    },
+    **DATASET_PARAMS,
+    **_model_params(),
+}
+
+
+def model_defaults() -> dict[str, Any]:
+    return {k: copy.deepcopy(s["default"]) for k, s in MODEL_EXPERIMENT_PARAMS.items()}
+
+
+def validate_model_params(values: dict[str, Any]) -> dict[str, Any]:
+    """Defaults filled in, every value checked (also the grid's values and that every
+    strategy belongs to the model); ``ValueError`` names each bad field and what is allowed."""
+    params = check_values(MODEL_EXPERIMENT_PARAMS, values, what="model experiment params")
+    model = get_model(params["model"])
+    if not params["strategies"]:
+        params["strategies"] = list(model.strategies)
+    problems = []
+    for name in params["strategies"]:
+        if name not in model.strategies:
+            problems.append(
+                f"strategies: {name!r} is not a {model.name} strategy; allowed values: "
+                f"{list(model.strategies)}"
+            )
+    own = {model_param_name(model.name, p) for p in model.param_schema}
+    for key, values_ in params["grid"].items():
+        if key not in own:
+            problems.append(f"grid: {key!r} is not a {model.name} Param; allowed: {sorted(own)}")
+            continue
+        for value in values_:
+            try:
+                check_values({key: MODEL_EXPERIMENT_PARAMS[key]}, {key: value}, what="grid")
+            except ValueError as exc:
+                problems.append(f"grid.{key}: {exc}")
+    if problems:
+        raise ValueError("model experiment params:\n  " + "\n  ".join(problems))
+    # Each grid point must pass the model's own cross-field checks too.
+    for overrides in grid_points(params["grid"]):
+        model.check_params({**point_params(params, model.name), **_strip(model.name, overrides)})
+    return params
+
+
+def sweep_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The Params that matter to this sweep: the common ones, the model's own and its
+    dataset's (other models' Params are left out of the MLflow runs)."""
+    from balancebench.generators import get_generator
+
+    model = get_model(params["model"])
+    dataset = set(get_generator(model.dataset).params)
+    own = f"{model.name}_"
+    others = tuple(f"{m}_" for m in MODELS if m != model.name)
+    return {
+        k: v
+        for k, v in params.items()
+        if k.startswith(own)
+        or k in dataset
+        or (k not in DATASET_PARAMS and not k.startswith(others))
+    }
+
+
+def _strip(model: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    prefix = f"{model}_"
+    return {k[len(prefix) :]: v for k, v in overrides.items()}
+
+
+def point_params(params: dict[str, Any], model: str) -> dict[str, Any]:
+    """The model's own params (unprefixed) from the sweep Params."""
+    prefix = f"{model}_"
+    schema = get_model(model).param_schema
+    return {p: params[prefix + p] for p in schema if prefix + p in params}
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, in a stable order."""
+    keys = sorted(grid)
+    return [
+        dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))
+    ]
+
+
+def repetition_seed(seed: int, repetition: int) -> int:
+    return int(np.random.SeedSequence([int(seed), int(repetition)]).generate_state(1)[0])
+
+
+def model_points(params: dict[str, Any], dataset_dir: str | None) -> list[ModelPoint]:
+    """Strategy x grid point x repetition, with the model's params filled in."""
+    model = get_model(params["model"])
+    base = point_params(params, model.name)
+    points = []
+    for overrides in grid_points(params["grid"]):
+        values = model.check_params({**base, **_strip(model.name, overrides)})
+        for strategy in params["strategies"]:
+            for rep in range(params["repetitions"]):
+                points.append(
+                    ModelPoint(
+                        model=model.name,
+                        strategy=strategy,
+                        params=values,
+                        repetition=rep,
+                        seed=repetition_seed(params["seed"], rep),
+                        dataset_dir=dataset_dir,
+                    )
+                )
+    return points
+
+
+def run_point(point_json: str) -> str:
+    """Run one point (an executor's work): the result, its wall time and events/s, as JSON."""
+    point = ModelPoint.from_json(point_json)
+    started = time.perf_counter()
+    result = get_model(point.model).run(point)
+    wall_s = time.perf_counter() - started
+    return json.dumps(
+        {"point": json.loads(point_json), "result": result.to_dict(), "wall_s": wall_s}
+    )
+
+
+def _decode(text: str) -> tuple[ModelPoint, ModelResult, float]:
+    data = json.loads(text)
+    return ModelPoint(**data["point"]), ModelResult.from_dict(data["result"]), data["wall_s"]
+
+
+def run_points_local(points: list[ModelPoint]) -> list[tuple[ModelPoint, ModelResult, float]]:
+    """The same as :func:`run_points_on_spark`, in this process (tests, benchmarks)."""
+    return [_decode(run_point(p.to_json())) for p in points]
+
+
+def run_points_on_spark(
+    spark: Any, points: list[ModelPoint]
+) -> list[tuple[ModelPoint, ModelResult, float]]:
+    """One Spark task per point; results come back in the points' order."""
+    payload = [p.to_json() for p in points]
+    rdd = spark.sparkContext.parallelize(payload, max(1, len(payload)))
+    return [_decode(text) for text in rdd.map(run_point).collect()]
+
+
+def point_key(point: ModelPoint, varied: list[str]) -> tuple:
+    return (point.strategy, *(json.dumps(point.params[v]) for v in varied))
+
+
+def summarize_point(runs: list[tuple[ModelPoint, ModelResult, float]]) -> dict[str, float]:
+    """Metrics of one (strategy, point) over its repetitions: mean and ``_rep_std``."""
+    names = sorted(set().union(*(r.metrics for _, r, _ in runs)))
+    out: dict[str, float] = {}
+    for name in names:
+        values = np.array([r.metrics[name] for _, r, _ in runs if name in r.metrics])
+        out[name] = float(values.mean())
+        if len(runs) > 1:
+            out[f"{name}_rep_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    wall = float(sum(w for _, _, w in runs))
+    events = float(sum(r.events for _, r, _ in runs))
+    out["model_wall_s"] = wall
+    out["model_events"] = events
+    out["model_events_per_s"] = events / wall if wall > 0 else 0.0
+    return out
+
+
+def metric_definitions(model: str) -> dict[str, str]:
+    return {**METRIC_DEFINITIONS, **SWEEP_METRIC_DEFINITIONS, **get_model(model).metric_definitions}
+
+
+def log_sweep(
+    params: dict[str, Any],
+    results: list[tuple[ModelPoint, ModelResult, float]],
+    parent_run_id: str | None,
+    run_params: dict[str, str],
+    out_dir: Path,
+) -> list[dict[str, Any]]:
+    """One MLflow child per (strategy, parameter point); returns the summary rows."""
+    mlflow = tracking._mlflow()
+    client = mlflow.MlflowClient()
+    model = get_model(params["model"])
+    varied = [k[len(model.name) + 1 :] for k in sorted(params["grid"])]
+    experiment_id = (
+        client.get_run(parent_run_id).info.experiment_id
+        if parent_run_id
+        else tracking.ensure_experiment(params["experiment"])
+    )
+    groups: dict[tuple, list[tuple[ModelPoint, ModelResult, float]]] = {}
+    for item in results:
+        groups.setdefault(point_key(item[0], varied), []).append(item)
+    definitions = metric_definitions(model.name)
+    rows = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for key, runs in groups.items():
+        first_point, first_result, _ = min(runs, key=lambda r: r[0].repetition)
+        summary = summarize_point(runs)
+        label = first_point.label(tuple(varied))
+        tags = {
+            tracking.ROLE_TAG: "child",
+            "model": model.name,
+            "strategy_reference": model.reference,
+        }
+        if parent_run_id:
+            tags["mlflow.parentRunId"] = parent_run_id
+        run = client.create_run(experiment_id, run_name=label, tags=tags)
+        rid = run.info.run_id
+        child_params = {
+            **run_params,
+            "strategy": first_point.strategy,
+            "model": model.name,
+            **{f"point.{v}": json.dumps(first_point.params[v]) for v in varied},
+        }
+        entities = mlflow.entities
+        now = int(time.time() * 1000)
+        metrics = [entities.Metric(k, v, now, 0) for k, v in summary.items()]
+        for name, values in first_result.series.items():
+            metrics += [entities.Metric(name, float(x), now, i) for i, x in enumerate(values)]
+        metrics += [
+            entities.Metric("series_time_s", float(t), now, i)
+            for i, t in enumerate(first_result.time_s)
+        ]
+        param_list = [entities.Param(k, v[:6000]) for k, v in child_params.items()]
+        for start in range(0, len(param_list), 100):
+            client.log_batch(rid, params=param_list[start : start + 100])
+        for start in range(0, len(metrics), 1000):
+            client.log_batch(rid, metrics=metrics[start : start + 1000])
+        raw = out_dir / f"{'_'.join(str(k) for k in key).replace('/', '-')}.json"
+        raw.write_text(
+            json.dumps(
+                [
+                    {"point": p.__dict__, "result": r.to_dict(), "wall_s": w}
+                    for p, r, w in sorted(runs, key=lambda x: x[0].repetition)
+                ],
+                default=str,
+            )
+        )
+        client.log_artifact(rid, str(raw), "results")
+        client.log_dict(rid, definitions, "metric_definitions.json")
+        client.set_terminated(rid, "FINISHED")
+        rows.append(
+            {
+                "run_id": rid,
+                "strategy": first_point.strategy,
+                **{v: first_point.params[v] for v in varied},
+                **summary,
+            }
+        )
+    return rows
+
+
+def sweep_figure(
+    model_name: str, results: list[tuple[ModelPoint, ModelResult, float]], path: Path
+) -> Path:
+    """The model's paper-style figure of these results, saved as PNG."""
+    fig = get_model(model_name).figure([(p, r) for p, r, _ in results])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
