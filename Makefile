@@ -8,7 +8,7 @@ UV_RUN := $(UV) run --frozen
 CONF ?= {}
 SPARK_MASTER ?=
 
-.PHONY: setup run test test-fast lint bench bench-sweep clean
+.PHONY: setup run test test-fast lint bench bench-sweep paper-figures clean
 
 $(UV):
 	$(PYTHON) -m venv $(BOOT)
@@ -34,10 +34,15 @@ bench: setup
 	$(UV_RUN) python benchmarks/plan_time.py
 	$(UV_RUN) python benchmarks/generate.py
 	$(UV_RUN) python benchmarks/routing_overhead.py
+	$(UV_RUN) python benchmarks/model_speed.py
 
 # The skew sweep of issue 5 (every strategy, 5 skews, topk and eq5): about an hour here.
 bench-sweep: setup
 	$(UV_RUN) python benchmarks/skew_sweep.py
+
+# The papers 001-004 experiments under the models (7 DAG runs) -> docs/figures/.
+paper-figures: setup
+	$(UV_RUN) python benchmarks/paper_figures.py
 
 lint: setup
 	$(UV_RUN) ruff check .

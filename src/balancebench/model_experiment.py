@@ -62,10 +62,10 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     sc = spark.sparkContext
     measured: dict[str, Any] = {}
     if model.name == "scheduling" and params.get("scheduling_task_costs_s") is None:
-        from balancebench.spark.task_costs import measure_wordcount_costs
+        from balancebench.spark.task_costs import measure_wordcount_costs_detail
 
-        params["scheduling_task_costs_s"] = measure_wordcount_costs(spark, spec.dataset_dir)
-        measured["scheduling_task_costs_s"] = params["scheduling_task_costs_s"]
+        measured = measure_wordcount_costs_detail(spark, spec.dataset_dir)
+        params["scheduling_task_costs_s"] = measured["task_costs_s"]
     points = model_points(params, spec.dataset_dir)
     results = run_points_on_spark(spark, points)
     run_params = {

@@ -229,7 +229,7 @@ def test_same_seed_same_result(strategy):
     ("params", "field"),
     [
         ({"alpha": 0.7, "beta": 0.5}, "backpressure_beta"),
-        ({"branch_queue_packets": [8, 8]}, "backpressure_branch_service_rate_mb_per_s"),
+        ({"branch_queue_packets": [8, 8]}, "backpressure_branch_queue_packets"),
         ({"recovery_queue_share": 0.9}, "backpressure_recovery_queue_share"),
         ({"sink_link_delay_s": [0.1, -1.0, 0.1]}, "sink_link_delay_s"),
         ({"alpha": 1.5}, "alpha"),

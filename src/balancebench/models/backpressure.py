@@ -1021,9 +1021,12 @@ class BackpressureModel(Model):
         lists = [k for k, s in self.param_schema.items() if s["type"] == "array"]
         lengths = {k: len(params[k]) for k in lists}
         if len(set(lengths.values())) > 1:
+            # Name the lists that disagree with the most common length.
+            common = max(set(lengths.values()), key=list(lengths.values()).count)
+            odd = ", ".join(f"{self.name}_{k}" for k, n in lengths.items() if n != common)
             raise ValueError(
-                f"{self.name}_branch_service_rate_mb_per_s: per-branch lists have lengths "
-                f"{lengths}; allowed: one value per branch in every list (equal lengths)"
+                f"{odd}: per-branch lists have lengths {lengths}; allowed: one value per "
+                f"branch in every list ({common} here)"
             )
         if params["alpha"] + params["beta"] > 1 + 1e-12:
             raise ValueError(

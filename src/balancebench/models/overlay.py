@@ -1038,9 +1038,14 @@ class OverlayModel(Model):
         "plan_time_ms": "Mean wall time of one balancing round's decision code "
         "(time.perf_counter), milliseconds.",
         "latency_p50_s": "Median tuple latency (queueing + network + migration pauses along "
-        "the source's chain), tuple-weighted over (source, period), simulated seconds.",
-        "latency_p95_s": "95th percentile of the same tuple latency, seconds.",
-        "latency_p99_s": "99th percentile of the same tuple latency, seconds.",
+        "the source's chain), simulated seconds. The model computes one mean latency per "
+        "(source, period) and gives it to every tuple of that cell (weight = its tuples), so "
+        "the percentiles are over cells: the spread within a cell is not modelled and p95/p99 "
+        "understate a per-tuple tail.",
+        "latency_p95_s": "95th percentile of the same per-(source, period) latency, "
+        "tuple-weighted, seconds.",
+        "latency_p99_s": "99th percentile of the same per-(source, period) latency, "
+        "tuple-weighted, seconds.",
         "latency_s_mean": "Tuple-weighted mean of the same latency over the run, seconds.",
         "throughput_tuples_per_s": "Source tuples processed per simulated second (offered x "
         "share of offered work not left in backlogs at the end).",

@@ -768,7 +768,10 @@ class SchedulingModel(Model):
     def run(self, point: ModelPoint) -> ModelResult:
         self.check_strategy(point.strategy)
         params = self.check_params(point.params)
-        rng = np.random.default_rng(point.seed)
+        # Separate streams: the ad-join events are the same for every strategy at a seed
+        # (common random numbers), whatever the ants drew.
+        rng = np.random.default_rng([point.seed, 0])
+        stream_rng = np.random.default_rng([point.seed, 1])
         data = (
             input_from_dataset(point.dataset_dir)
             if point.dataset_dir
@@ -793,7 +796,7 @@ class SchedulingModel(Model):
         runtime = float(loads.max())
         rr_runtime = makespan(rr_placement, times)
         stream = simulate_stream(
-            rng,
+            stream_rng,
             placement,
             costs,
             capacity,
@@ -803,7 +806,13 @@ class SchedulingModel(Model):
             params["stream_window_s"],
         )
         duration = params["stream_duration_s"]
-        latency = stream.latency_s if len(stream.latency_s) else np.zeros(1)
+        if len(stream.latency_s) == 0:
+            raise ValueError(
+                f"{self.name}_stream_rate_per_s: {params['stream_rate_per_s']}/s over "
+                f"{params['stream_duration_s']} s drew no event, so there is no latency to "
+                "measure; allowed: a rate x duration of at least a few events"
+            )
+        latency = stream.latency_s
         fastest = capacity == capacity.max()
         tasks_per_node = np.bincount(placement, minlength=n_nodes)
         metrics = {

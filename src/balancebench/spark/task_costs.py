@@ -9,8 +9,12 @@ cores a task's wall time is mostly waiting). The scheduling model then scales th
 node capacity (``time[i][j] = cost_i / capacity_j``, paper 002).
 
 Every task is measured ``repeats`` times after one untimed warm-up job, and the median is
-kept; the measured seconds go to MLflow (param ``scheduling_task_costs_s`` on every child)
-so a result can be traced to its inputs.
+kept. A job costs something even for no words (scanning the cached text, the shuffle's
+tasks), so the same job on a task id that matches nothing is measured too and its median
+subtracted: ``cost_i = median(job_i) - median(empty job)``, floored at 1 microsecond (a
+task too small to measure). Both the costs and the subtracted overhead go to MLflow (param
+``scheduling_task_costs_s`` on every child, ``measured_inputs.json`` on the parent), so a
+result can be traced to its inputs.
 """
 
 from __future__ import annotations
@@ -41,17 +45,24 @@ def _wordcount(text, task_id: int) -> list:
 def measure_wordcount_costs(
     spark: SparkSession, dataset_dir: str | Path, repeats: int = 3
 ) -> list[float]:
-    """Median CPU seconds of each task's WordCount job, in ``task_id`` order."""
+    """CPU seconds of each task's WordCount, in ``task_id`` order (see the module doc)."""
+    return measure_wordcount_costs_detail(spark, dataset_dir, repeats)["task_costs_s"]
+
+
+def measure_wordcount_costs_detail(
+    spark: SparkSession, dataset_dir: str | Path, repeats: int = 3
+) -> dict[str, list[float] | float]:
+    """``task_costs_s`` plus what went into them: the raw medians per task and the
+    median CPU seconds of the empty job (``job_overhead_s``)."""
     manifest = load_manifest(dataset_dir)
     files = [str(Path(dataset_dir) / f) for f in manifest.table_files("text")]
-    text = spark.read.parquet(*files).select("task_id", "line")
-    text = text.cache()
+    text = spark.read.parquet(*files).select("task_id", "line").cache()
     task_ids = sorted(r.task_id for r in text.select("task_id").distinct().collect())
     sc = spark.sparkContext
     reader = TaskMetricsReader(sc)
     _wordcount(text, task_ids[0])  # warm-up: code generation and first-use costs
-    costs = []
-    for task_id in task_ids:
+
+    def median_cpu_s(task_id: int) -> float:
         samples = []
         for _ in range(repeats):
             group = f"task-cost-{task_id}-{uuid.uuid4().hex[:8]}"
@@ -61,6 +72,13 @@ def measure_wordcount_costs(
             finally:
                 sc.setLocalProperty("spark.jobGroup.id", None)
             samples.append(reader.job_group_cpu_time_s(group))
-        costs.append(float(np.median(samples)))
+        return float(np.median(samples))
+
+    overhead = median_cpu_s(-1)  # no task has id -1: the job's cost for no words
+    raw = [median_cpu_s(t) for t in task_ids]
     text.unpersist()
-    return costs
+    return {
+        "task_costs_s": [max(r - overhead, 1e-6) for r in raw],
+        "job_cpu_s": raw,
+        "job_overhead_s": overhead,
+    }
