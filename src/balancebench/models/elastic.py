@@ -459,7 +459,11 @@ def simulate_elastic(
         # Latency components (M/M/1 sojourn shifted by the fluid backlog wait).
         rate_mm1 = np.maximum(cap - load, MIN_SOJOURN_RATE_SHARE * cap)
         wait = (q_start + backlog) / 2 / cap
-        lat_w += [processed, buffered_by_node]
+        # Weights are input tuples: a window-protocol duplicate is extra work, not another
+        # tuple; a buffered tuple (state protocol) is one of the new node's processed tuples
+        # that waits longer, counted once.
+        held = np.minimum(buffered_by_node, processed)
+        lat_w += [np.maximum(processed - overhead - held, 0.0), held]
         lat_d += [wait, wait + buffer_wait]
         lat_r += [rate_mm1, rate_mm1]
         # Statistics over the active nodes (offered utilisation).
