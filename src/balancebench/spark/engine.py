@@ -386,6 +386,12 @@ class Engine:
             )
         else:
             probe = probe.withColumn("_match", F.col("key"))
+        # The side a probe pairs with, as an equality: Spark then hashes on (node, key,
+        # side) instead of pairing every probe with its own side's stored tuples of the key
+        # and filtering afterwards (quadratic in a hot key's tuples).
+        probe = probe.withColumn(
+            "_other_side", F.when(F.col("side") == "R", F.lit("S")).otherwise(F.lit("R"))
+        )
         stored_sources = [store] if self.state is None else [self.state, store]
         pairs = None
         for stored in stored_sources:
@@ -393,7 +399,7 @@ class Engine:
             cond = (
                 (F.col("p._surrogate") == F.col("s._surrogate"))
                 & (F.col("p._match") == F.col("s.key"))
-                & (F.col("p.side") != F.col("s.side"))
+                & (F.col("p._other_side") == F.col("s.side"))
                 & (F.col("s.tuple_id") < F.col("p.tuple_id"))
             )
             if cfg.window_s > 0:
