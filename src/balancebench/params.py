@@ -7,11 +7,10 @@ the same message everywhere: the field, the value and what is allowed, before an
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
-from balancebench.schema import check_values
+from balancebench.schema import check_values, spec_defaults
 from balancebench.strategies import STRATEGIES, strategy_param_name
 from balancebench.validation import VALIDATION_DEFAULTS
 from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
@@ -143,7 +142,7 @@ def validate_dataset_params(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def defaults() -> dict[str, Any]:
-    return {name: copy.deepcopy(spec["default"]) for name, spec in EXPERIMENT_PARAMS.items()}
+    return spec_defaults(EXPERIMENT_PARAMS)
 
 
 def validate_params(values: dict[str, Any]) -> dict[str, Any]:

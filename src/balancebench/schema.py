@@ -35,6 +35,11 @@ def _allowed(spec: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def spec_defaults(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every property's ``default`` (deep copies, so callers may mutate them)."""
+    return {k: copy.deepcopy(s["default"]) for k, s in properties.items() if "default" in s}
+
+
 def check_values(
     properties: dict[str, dict[str, Any]],
     values: dict[str, Any],
@@ -48,11 +53,7 @@ def check_values(
     naming the field, the value and what is allowed.
     """
     unknown = sorted(set(values) - set(properties))
-    merged = (
-        {k: copy.deepcopy(s["default"]) for k, s in properties.items() if "default" in s}
-        if fill_defaults
-        else {}
-    )
+    merged = spec_defaults(properties) if fill_defaults else {}
     merged.update({k: v for k, v in values.items() if k in properties})
     validator = jsonschema.Draft202012Validator(
         {"type": "object", "properties": properties, "additionalProperties": True}

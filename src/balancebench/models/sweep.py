@@ -22,7 +22,6 @@ every repetition's raw result as ``results.json``.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import time
@@ -36,8 +35,8 @@ from balancebench.generators import DATASET_PARAMS
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
-from balancebench.schema import check_values
-from balancebench.validation import VALIDATION_DEFAULTS
+from balancebench.params import EXPERIMENT_PARAMS
+from balancebench.schema import check_values, spec_defaults
 
 #: Definitions of what the sweep itself adds to every model child run.
 SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
@@ -106,21 +105,15 @@ MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "MLflow experiment",
         "description": "Experiment the parent and child runs are logged to.",
     },
-    "zipf_fit_tolerance": {
-        "type": "number",
-        "minimum": 0,
-        "maximum": 5,
-        "default": VALIDATION_DEFAULTS["zipf_fit_tolerance"],
-        "title": "Validation: Zipf fit tolerance",
-        "description": "Used by the GX suites of Zipf-shaped datasets.",
-    },
+    # The same spec as balance_experiment's (one definition).
+    "zipf_fit_tolerance": EXPERIMENT_PARAMS["zipf_fit_tolerance"],
     **DATASET_PARAMS,
     **_model_params(),
 }
 
 
 def model_defaults() -> dict[str, Any]:
-    return {k: copy.deepcopy(s["default"]) for k, s in MODEL_EXPERIMENT_PARAMS.items()}
+    return spec_defaults(MODEL_EXPERIMENT_PARAMS)
 
 
 def validate_model_params(values: dict[str, Any]) -> dict[str, Any]:
