@@ -50,6 +50,19 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
         return proc.wait()
 
 
+def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int, Path]:
+    """Migrate the embedded Airflow DB, then ``airflow dags test DAG -c PARAMS``; returns
+    (exit code, full log). A failed migration exits here with its log named."""
+    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
+        console.print(
+            "[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log"
+        )
+        raise typer.Exit(1)
+    log = local_dir() / "logs" / f"{dag_id}-latest.log"
+    console.print(f"running DAG {dag_id} (full log: {log})")
+    return _airflow(["dags", "test", dag_id, "-c", json.dumps(params)], spark_master, log), log
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def airflow(ctx: typer.Context) -> None:
     """Run ``airflow`` with the embedded environment (``.local/airflow``, SQLite)."""
@@ -67,14 +80,7 @@ def run(
     except (ValueError, json.JSONDecodeError) as exc:
         console.print(f"[red]bad CONF:[/red] {exc}")
         raise typer.Exit(2) from exc
-    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
-        console.print(
-            "[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log"
-        )
-        raise typer.Exit(1)
-    log = local_dir() / "logs" / "balance_experiment-latest.log"
-    console.print(f"running DAG {DAG_ID} (full log: {log})")
-    code = _airflow(["dags", "test", DAG_ID, "-c", json.dumps(params)], spark_master, log)
+    code, log = _dags_test(DAG_ID, params, spark_master)
     shown = report(experiment=params["experiment"], parent=None)
     if code != 0 or not shown:
         console.print(f"[red]DAG run failed[/red]; see {log}")
@@ -242,14 +248,7 @@ def run_model(
     except (ValueError, json.JSONDecodeError) as exc:
         console.print(f"[red]bad CONF:[/red] {exc}", markup=True)
         raise typer.Exit(2) from exc
-    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
-        console.print("[red]airflow db migrate failed[/red]")
-        raise typer.Exit(1)
-    log = local_dir() / "logs" / "model_experiment-latest.log"
-    console.print(f"running DAG model_experiment (full log: {log})")
-    code = _airflow(
-        ["dags", "test", "model_experiment", "-c", json.dumps(params)], spark_master, log
-    )
+    code, log = _dags_test("model_experiment", params, spark_master)
     latest = tracking.latest_parent_run(params["experiment"])
     if latest is None:
         console.print(f"[red]no parent run[/red]; see {log}")
