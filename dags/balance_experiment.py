@@ -24,8 +24,9 @@ import os
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+from dag_params import dag_params
 
 from balancebench import pipeline
 from balancebench.params import EXPERIMENT_PARAMS
@@ -33,17 +34,12 @@ from balancebench.params import EXPERIMENT_PARAMS
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 
 
-def _param(spec: dict) -> Param:
-    spec = dict(spec)
-    return Param(spec.pop("default"), **spec)
-
-
 @dag(
     dag_id="balance_experiment",
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params={name: _param(spec) for name, spec in EXPERIMENT_PARAMS.items()},
+    params=dag_params(EXPERIMENT_PARAMS),
     default_args={"retries": 0},
     tags=["balancebench"],
 )

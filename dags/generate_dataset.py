@@ -17,16 +17,12 @@ its Great Expectations suites; wiring only, every step is a function of
 
 from __future__ import annotations
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+from dag_params import dag_params
 
 from balancebench import pipeline
 from balancebench.params import DATASET_DAG_PARAMS
-
-
-def _param(spec: dict) -> Param:
-    spec = dict(spec)
-    return Param(spec.pop("default"), **spec)
 
 
 @dag(
@@ -34,7 +30,7 @@ def _param(spec: dict) -> Param:
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params={name: _param(spec) for name, spec in DATASET_DAG_PARAMS.items()},
+    params=dag_params(DATASET_DAG_PARAMS),
     default_args={"retries": 0},
     tags=["balancebench", "datasets"],
 )
