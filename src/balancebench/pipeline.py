@@ -21,12 +21,8 @@ from balancebench.validation import ValidationReport, validate_dataset
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
     p = validate_params(params)  # also checks the (workload, dataset, strategies) choice
-    dataset_dir, manifest = generate(
-        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
-    )
-    parent = tracking.start_parent_run(p["experiment"], p, dag_id, run_id, manifest.digest)
+    dataset_dir, manifest, parent = _open_parent(p["dataset"], p, p, dag_id, run_id)
     client = tracking._mlflow().MlflowClient()
-    client.log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
     for name, value in tracking.dataset_metrics(manifest).items():
         client.log_metric(parent, name, value)
     return {
@@ -38,6 +34,25 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
         "dag_id": dag_id,
         "run_id": run_id,
     }
+
+
+def _open_parent(
+    dataset: str,
+    p: dict[str, Any],
+    logged_params: dict[str, Any],
+    dag_id: str,
+    run_id: str,
+) -> tuple[Path, Any, str]:
+    """Write (or reuse) the seeded dataset, open the MLflow parent run tagged with its
+    digest and attach its manifest; returns (dataset_dir, manifest, parent_run_id)."""
+    dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
+    parent = tracking.start_parent_run(
+        p["experiment"], logged_params, dag_id, run_id, manifest.digest
+    )
+    tracking._mlflow().MlflowClient().log_artifact(
+        parent, str(Path(dataset_dir) / "manifest.json"), "dataset"
+    )
+    return Path(dataset_dir), manifest, parent
 
 
 def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
@@ -153,13 +168,8 @@ def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
 
     p = validate_model_params(params)
     dataset = get_model(p["model"]).dataset
-    dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
-    parent = tracking.start_parent_run(
-        p["experiment"], sweep_params(p), dag_id, run_id, manifest.digest
-    )
-    client = tracking._mlflow().MlflowClient()
-    client.log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
-    client.set_tag(parent, "model", p["model"])
+    dataset_dir, manifest, parent = _open_parent(dataset, p, sweep_params(p), dag_id, run_id)
+    tracking._mlflow().MlflowClient().set_tag(parent, "model", p["model"])
     return {
         "dataset_dir": str(dataset_dir),
         "dataset_digest": manifest.digest,
