@@ -914,9 +914,10 @@ class SchedulingModel(Model):
     ) -> tuple[list[int], int, float, bool, np.ndarray | None]:
         """(placement, decisions, cluster use, ACTS used?, effective weights)."""
         n_tasks, n_nodes = times.shape
-        if strategy == "round_robin":
-            use = cluster_resource_use(readings, np.bincount(rr_placement, minlength=n_nodes))
-            return rr_placement, n_tasks, use, False, None
+        if strategy == "round_robin":  # placed again here so its plan time is timed too
+            placement = round_robin(n_tasks, list(range(n_nodes)))
+            use = cluster_resource_use(readings, np.bincount(placement, minlength=n_nodes))
+            return placement, n_tasks, use, False, None
         weights = effective_weights(
             readings, params["weight_cpu"], params["weight_mem"], params["weight_mem_total"]
         )
