@@ -35,6 +35,29 @@ def _allowed(spec: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def number_spec(default: float, title: str, description: str, **bounds: float) -> dict[str, Any]:
+    """A ``number`` property spec; ``bounds`` are JSON-schema keywords (``minimum``,
+    ``exclusiveMinimum``, ``maximum``, ``exclusiveMaximum``)."""
+    return {
+        "type": "number",
+        **bounds,
+        "default": default,
+        "title": title,
+        "description": description,
+    }
+
+
+def integer_spec(default: int, title: str, description: str, **bounds: int) -> dict[str, Any]:
+    """An ``integer`` property spec; ``bounds`` as in :func:`number_spec`."""
+    return {
+        "type": "integer",
+        **bounds,
+        "default": default,
+        "title": title,
+        "description": description,
+    }
+
+
 def spec_defaults(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Every property's ``default`` (deep copies, so callers may mutate them)."""
     return {k: copy.deepcopy(s["default"]) for k, s in properties.items() if "default" in s}

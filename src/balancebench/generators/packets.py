@@ -77,6 +77,7 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
+from balancebench.schema import number_spec
 
 PACKETS_SCHEMA = pa.schema(
     [
@@ -123,14 +124,7 @@ BURSTINESS_STATISTICS = (
 
 
 def _number(default: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "maximum": 1e9,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
+    return number_spec(default, title, description, exclusiveMinimum=0, maximum=1e9)
 
 
 OWN_PARAMS: dict[str, dict[str, Any]] = {

@@ -89,6 +89,7 @@ import pandas as pd
 import simpy
 
 from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.schema import number_spec
 
 CREDIT = "credit"
 MIGRATION = "migration"
@@ -786,9 +787,10 @@ class _Network:
 
 
 def _number(default: float, title: str, description: str, **bounds: float) -> dict[str, Any]:
-    spec: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
-    spec.update(bounds)
-    return {**spec, "default": default, "title": title, "description": description}
+    """A positive number (``> 0, <= 1e9`` unless ``bounds`` say otherwise)."""
+    return number_spec(
+        default, title, description, **{"exclusiveMinimum": 0, "maximum": 1e9, **bounds}
+    )
 
 
 def _share(default: float, title: str, description: str) -> dict[str, Any]:

@@ -102,6 +102,7 @@ from balancebench.generators.common import load_manifest, read_table
 from balancebench.generators.phone_stream import schedule, step_of
 from balancebench.models.base import Model, ModelPoint, ModelResult
 from balancebench.routing import BucketMap
+from balancebench.schema import integer_spec, number_spec
 from balancebench.strategies.balanceload import balance_load
 
 STRATEGIES = ("elastic_static", "elastic_scaling", "elastic_balanceload")
@@ -813,26 +814,6 @@ def reference_windowed_count(
 # ---- the model -------------------------------------------------------------------------
 
 
-def _num(default: float, title: str, description: str, **bounds: float) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "default": default,
-        "title": title,
-        "description": description,
-        **bounds,
-    }
-
-
-def _int(default: int, title: str, description: str, **bounds: int) -> dict[str, Any]:
-    return {
-        "type": "integer",
-        "default": default,
-        "title": title,
-        "description": description,
-        **bounds,
-    }
-
-
 class ElasticModel(Model):
     """Paper 001's elastic sub-cluster: thresholds, reconfiguration protocols, BalanceLoad."""
 
@@ -849,35 +830,35 @@ class ElasticModel(Model):
             "description": "window = window recreation (protocol 1), state = state recreation "
             "(checkpoint, serialize, buffer).",
         },
-        "initial_nodes": _int(
+        "initial_nodes": integer_spec(
             15,
             "elastic: initial nodes",
             "Nodes at the start (paper: 15).",
             minimum=1,
             maximum=10_000,
         ),
-        "min_nodes": _int(
+        "min_nodes": integer_spec(
             1,
             "elastic: min nodes",
             "Fewest nodes decommissioning may leave.",
             minimum=1,
             maximum=10_000,
         ),
-        "max_nodes": _int(
+        "max_nodes": integer_spec(
             60,
             "elastic: max nodes",
             "Most nodes provisioning may reach (paper's cluster: 60).",
             minimum=1,
             maximum=10_000,
         ),
-        "input_rate_tuples_per_s": _num(
+        "input_rate_tuples_per_s": number_spec(
             150_000.0,
             "elastic: input rate (tuples/s)",
             "Input rate of the sub-cluster (paper: 150,000 tuples/s).",
             exclusiveMinimum=0,
             maximum=1e12,
         ),
-        "node_capacity_tuples_per_s": _num(
+        "node_capacity_tuples_per_s": number_spec(
             14_286.0,
             "elastic: node capacity (tuples/s)",
             "Tuples/s one node processes at 100% CPU; default = 150,000 / (15 x TUT), so "
@@ -885,42 +866,42 @@ class ElasticModel(Model):
             exclusiveMinimum=0,
             maximum=1e12,
         ),
-        "duration_s": _num(
+        "duration_s": number_spec(
             600.0,
             "elastic: duration (s)",
             "Simulated time (paper: >= 10 min stable phase).",
             exclusiveMinimum=0,
             maximum=1e7,
         ),
-        "period_s": _num(
+        "period_s": number_spec(
             5.0,
             "elastic: statistics period (s)",
             "Period of the master's statistics and decisions; the model's time step.",
             exclusiveMinimum=0,
             maximum=1e6,
         ),
-        "tut": _num(
+        "tut": number_spec(
             0.7,
             "elastic: TUT",
             "Target utilisation of the new-configuration rule [interpreted value].",
             exclusiveMinimum=0,
             maximum=10,
         ),
-        "uut": _num(
+        "uut": number_spec(
             0.9,
             "elastic: UUT",
             "Upper utilisation threshold: provision above it [interpreted value].",
             exclusiveMinimum=0,
             maximum=10,
         ),
-        "lut": _num(
+        "lut": number_spec(
             0.5,
             "elastic: LUT",
             "Lower utilisation threshold: decommission below it [interpreted value].",
             minimum=0,
             maximum=10,
         ),
-        "uit": _num(
+        "uit": number_spec(
             0.05,
             "elastic: UIT",
             "Imbalance threshold on the std of utilisation: BalanceLoad above it "
@@ -928,63 +909,63 @@ class ElasticModel(Model):
             minimum=0,
             maximum=10,
         ),
-        "min_improvement": _num(
+        "min_improvement": number_spec(
             1e-3,
             "elastic: BalanceLoad min improvement",
             "BalanceLoad stops when a move lowers U_sd by less than this share of U_av.",
             minimum=0,
             maximum=1,
         ),
-        "buckets": _int(
+        "buckets": integer_spec(
             1024,
             "elastic: buckets",
             "Buckets B of the bucket map proxy.",
             minimum=1,
             maximum=65_536,
         ),
-        "window_s": _num(
+        "window_s": number_spec(
             10.0,
             "elastic: window (s)",
             "Window length of the per-number count [interpreted value].",
             exclusiveMinimum=0,
             maximum=1e6,
         ),
-        "slide_s": _num(
+        "slide_s": number_spec(
             2.0,
             "elastic: slide (s)",
             "Slide of the window (= window: tumbling); window must be a multiple.",
             exclusiveMinimum=0,
             maximum=1e6,
         ),
-        "transfer_latency_s": _num(
+        "transfer_latency_s": number_spec(
             0.05,
             "elastic: checkpoint latency (s)",
             "Fixed cost of shipping a checkpoint (state protocol) [interpreted value].",
             minimum=0,
             maximum=1e4,
         ),
-        "bandwidth_mb_per_s": _num(
+        "bandwidth_mb_per_s": number_spec(
             1250.0,
             "elastic: bandwidth (MB/s)",
             "Link bandwidth for checkpoints (paper: 10 Gb Ethernet).",
             exclusiveMinimum=0,
             maximum=1e7,
         ),
-        "tuple_bytes": _num(
+        "tuple_bytes": number_spec(
             64.0,
             "elastic: tuple size (bytes)",
             "Serialized size of one state tuple [interpreted value].",
             exclusiveMinimum=0,
             maximum=1e9,
         ),
-        "rate_step_at_s": _num(
+        "rate_step_at_s": number_spec(
             300.0,
             "elastic: rate step time (s)",
             "From this simulated time the input rate is multiplied by rate_step_factor.",
             minimum=0,
             maximum=1e7,
         ),
-        "rate_step_factor": _num(
+        "rate_step_factor": number_spec(
             1.0,
             "elastic: rate step factor",
             "Input-rate multiplier from rate_step_at_s (1 = constant rate; 2 = doubling).",
@@ -999,7 +980,7 @@ class ElasticModel(Model):
             "description": "Without a dataset: mean_shift (mean 2000 -> 8000, sigma 100, 4 steps "
             "x 2 cycles) or sigma_shrink (mean 5000, sigma 100 -> 25 in 25 steps).",
         },
-        "sample_tuples": _int(
+        "sample_tuples": integer_spec(
             200_000,
             "elastic: built-in stream tuples",
             "Tuples of the built-in stream (no dataset).",

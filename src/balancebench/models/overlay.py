@@ -119,6 +119,7 @@ from balancebench.generators.common import load_manifest, read_table
 from balancebench.generators.onoff import OWN_PARAMS as ONOFF_PARAMS
 from balancebench.generators.onoff import OnOffSources
 from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.schema import integer_spec, number_spec
 
 STRATEGIES = ("overlay_random", "borealis", "ktree_hilbert")
 #: Float slack for load comparisons (loads are shares of a host, about 0..2).
@@ -130,25 +131,11 @@ MIN_CORRELATION_POINTS = 3
 
 
 def _number(default: float, minimum: float, maximum: float, title: str, text: str) -> dict:
-    return {
-        "type": "number",
-        "minimum": minimum,
-        "maximum": maximum,
-        "default": default,
-        "title": title,
-        "description": text,
-    }
+    return number_spec(default, title, text, minimum=minimum, maximum=maximum)
 
 
 def _integer(default: int, minimum: int, maximum: int, title: str, text: str) -> dict:
-    return {
-        "type": "integer",
-        "minimum": minimum,
-        "maximum": maximum,
-        "default": default,
-        "title": title,
-        "description": text,
-    }
+    return integer_spec(default, title, text, minimum=minimum, maximum=maximum)
 
 
 PARAM_SCHEMA: dict[str, dict[str, Any]] = {
@@ -228,22 +215,20 @@ PARAM_SCHEMA: dict[str, dict[str, Any]] = {
     "operator_state_mb": _number(
         1.0, 0.0, 1e6, "Operator state (MB)", "State moved with an operator [reconstructed]."
     ),
-    "intra_subnet_bandwidth_mb_per_s": {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "maximum": 1e6,
-        "default": 100.0,
-        "title": "Intra-subnet bandwidth (MB/s)",
-        "description": "Bandwidth of a migration inside a subnet [reconstructed].",
-    },
-    "inter_subnet_bandwidth_mb_per_s": {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "maximum": 1e6,
-        "default": 5.0,
-        "title": "Inter-subnet bandwidth (MB/s)",
-        "description": "Bandwidth across forwarding devices (the paper throttles them).",
-    },
+    "intra_subnet_bandwidth_mb_per_s": number_spec(
+        100.0,
+        "Intra-subnet bandwidth (MB/s)",
+        "Bandwidth of a migration inside a subnet [reconstructed].",
+        exclusiveMinimum=0,
+        maximum=1e6,
+    ),
+    "inter_subnet_bandwidth_mb_per_s": number_spec(
+        5.0,
+        "Inter-subnet bandwidth (MB/s)",
+        "Bandwidth across forwarding devices (the paper throttles them).",
+        exclusiveMinimum=0,
+        maximum=1e6,
+    ),
     "ldi_min_load": _number(
         0.01, 0.0, 1.0, "LDI remainder delta", "A low entry is kept while its remainder > delta."
     ),
