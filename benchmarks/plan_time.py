@@ -5,13 +5,17 @@
 
 Statistics: one window of ``K`` keys with Zipf(s) loads (``100 * K`` tuples), keys
 hashed to their home node ``F(k)`` (a fresh system routed by hash; ``balanceload`` gets
-its bucket map's placement instead), reported node by node with each node's keys in
-random order - as nodes report their counts. For each (K, s, N, tolerance) and strategy:
+its bucket map's placement instead), in the layout the engine delivers: its statistics
+job (``spark.engine.Engine._stats``) joins the per-(key, node) counts and collects them
+in the join's order, which is random with respect to both key and node, so the rows
+come in random order (not grouped by node). For each (K, s, N, tolerance) and strategy:
 the median plan time over ``--repeats`` fresh strategies, the imbalance after, the
 routing-table entries, the split keys and the migrated tuples; and, as the floor, the
-median time of one ``np.bincount`` pass over the same statistics (the node loads).
+median time of what any planner needs at least on that layout: one stable sort of the
+node column plus one ``np.bincount`` (the node loads).
 
-The targets of issue 3 are checked at K = 1e6, N = 64, tolerance 0.05 and printed last.
+The targets of issue 12 are checked at K = 1e6, N = 64, tolerance 0.05 and printed last:
+qmmp <= 2x the floor, mnrt <= 2x qmmp.
 The table is also written to ``.local/benchmarks/plan_time.csv``.
 """
 
@@ -42,9 +46,14 @@ def window(n_keys: int, zipf_s: float, n_nodes: int, seed: int, buckets: bool) -
         node = BucketMap.default(n_nodes, 1024).storage_nodes(keys)
     else:
         node = home_nodes(keys, n_nodes)
-    order = rng.permutation(n_keys)  # each node's keys in random order
-    order = order[np.argsort(node[order], kind="stable")]
+    order = rng.permutation(n_keys)  # as the engine's statistics job delivers them
     return KeyLoads.trusted(keys[order], node[order].astype(np.int32), load[order], load[order])
+
+
+def floor_pass(loads: KeyLoads, n_nodes: int) -> np.ndarray:
+    """The least a planner does on unsorted statistics: group rows by node, sum loads."""
+    np.argsort(loads.node, kind="stable")
+    return np.bincount(loads.node, weights=loads.load, minlength=n_nodes)
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -98,9 +107,7 @@ def main() -> None:
     targets = [(10**6, s, 64, 0.05) for s in (0.8, 1.2)] if not args.quick else []
     for k, s, n, tol in grid + targets:
         loads = window(k, s, n, seed=k + n, buckets=False)
-        floor = median_ms(
-            lambda lo=loads, nn=n: np.bincount(lo.node, weights=lo.load, minlength=nn), 21
-        )
+        floor = median_ms(lambda lo=loads, nn=n: floor_pass(lo, nn), 21)
         for name in PLANNERS:
             lo = window(k, s, n, seed=k + n, buckets=True) if name == "balanceload" else loads
             r = measure(name, lo, n, tol, 3 if name == "readj" else repeats)
@@ -136,9 +143,9 @@ def main() -> None:
             q, m, rj = pick["qmmp"], pick["mnrt"], pick["readj"]
             print(
                 f"  s={s}: floor {q['floor_ms']:.2f} ms; qmmp {q['plan_ms']:.2f} ms = "
-                f"{q['plan_ms'] / q['floor_ms']:.1f}x floor (target <= 5x); mnrt "
+                f"{q['plan_ms'] / q['floor_ms']:.1f}x floor (target <= 2x); mnrt "
                 f"{m['plan_ms']:.2f} ms = {m['plan_ms'] / q['plan_ms']:.1f}x qmmp (target "
-                f"<= 10x); split keys mnrt {m['split_keys']} vs qmmp {q['split_keys']}; "
+                f"<= 2x); split keys mnrt {m['split_keys']} vs qmmp {q['split_keys']}; "
                 f"entries mnrt {m['entries']} vs qmmp {q['entries']}; readj "
                 f"{rj['plan_ms']:.0f} ms, reached_tolerance={rj['reached']} ({rj['stopped']})"
             )

@@ -1,10 +1,10 @@
 """One strategy's run inside a Spark application, logged as an MLflow child run.
 
 Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point): builds the
-workload's replay stream (``balancebench.streams``), runs it through the micro-batch
-engine (``spark.engine``) under the strategy's router, or through the Spark-native
-baseline (``spark.baselines``); derives latency and throughput from the measured batch
-times (``replay``); logs everything with the units and definitions of
+workload's replay stream (``balancebench.streams``), runs it through the strategy's
+runner (``spark.runners``: the micro-batch engine under the strategy's router, or a
+Spark-native baseline); derives latency and throughput from the measured batches under
+the cost model (``metrics.clock``); logs everything with the units and definitions of
 ``metrics.METRIC_DEFINITIONS``; and writes a JSON summary to ``.local/results``.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from balancebench import replay, tracking
+from balancebench import metrics, replay, tracking
 from balancebench.params import validate_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
@@ -56,19 +56,20 @@ def event_times(stream: ReplayStream) -> np.ndarray:
 
 
 def summarize(
-    batches: list[Any], event_time_s: np.ndarray, batch_of: np.ndarray, interval_s: float
+    batches: list[Any],
+    event_time_s: np.ndarray,
+    batch_of: np.ndarray,
+    interval_s: float,
+    bandwidth_mb_per_s: float = metrics.DEFAULT_BANDWIDTH_MB_PER_S,
 ) -> dict[str, float]:
-    """Run-level metrics from the measured batches (definitions in ``metrics``)."""
-    service = np.array([b.makespan_s for b in batches])
+    """Run-level metrics from the measured batches, under the cost model (definitions in
+    ``metrics``)."""
+    run = metrics.clock(
+        [b.costs() for b in batches], event_time_s, batch_of, interval_s, bandwidth_mb_per_s
+    )
+    makespan = np.array([b.makespan_s for b in batches])
     plans = [b.plan for b in batches if b.plan is not None]
     plan_ms = np.array([p.plan_time_ms for p in plans])
-    # A batch cannot start before the previous plan is made and its migration applied.
-    delay = np.array(
-        [(b.plan.plan_time_ms / 1e3 if b.plan is not None else 0.0) + b.migrate_s for b in batches]
-    )
-    last_arrival = np.array([event_time_s[batch_of == b.batch].max(initial=0.0) for b in batches])
-    sched = replay.schedule(last_arrival, interval_s, service, delay)
-    lat = replay.latency_percentiles(event_time_s, batch_of, sched.end_s, (50.0, 95.0, 99.0))
     imb = np.array([b.imbalance_max_over_mean for b in batches])
     ratio = np.array(
         [b.makespan_s / b.ideal_makespan_s if b.ideal_makespan_s > 0 else 1.0 for b in batches]
@@ -81,17 +82,22 @@ def summarize(
         "plan_time_ms_max": float(plan_ms.max()) if len(plan_ms) else 0.0,
         "imbalance_max_over_mean_mean": float(imb.mean()),
         "imbalance_max_over_mean_max": float(imb.max()),
-        "makespan_s_total": float(service.sum()),
+        "makespan_s_total": float(makespan.sum()),
         "makespan_wall_s_total": float(sum(b.makespan_wall_s for b in batches)),
         "makespan_over_ideal_mean": float(ratio.mean()),
+        "route_s_total": float(sum(b.costs().routing_s for b in batches)),
         "routing_table_entries_max": float(max(b.routing_table_entries for b in batches)),
         "migrated_tuples_total": float(sum(b.migrated_tuples for b in batches)),
-        "migrate_s_total": float(sum(b.migrate_s for b in batches)),
-        "latency_p50_s": lat[50.0],
-        "latency_p95_s": lat[95.0],
-        "latency_p99_s": lat[99.0],
-        "throughput_tuples_per_s": tuples / float(service.sum()) if service.sum() > 0 else 0.0,
-        "backlog_s_max": float(sched.queueing_s.max()),
+        "migration_s_total": float(run.migration_s.sum()),
+        "migration_bytes_total": float(sum(b.costs().migration_bytes for b in batches)),
+        "harness_s_total": float(run.harness_s.sum()),
+        "latency_p50_s": run.latency_s[50.0],
+        "latency_p95_s": run.latency_s[95.0],
+        "latency_p99_s": run.latency_s[99.0],
+        "throughput_tuples_per_s": run.throughput_tuples_per_s,
+        "capacity_tuples_per_s": run.capacity_tuples_per_s,
+        "sustainable_rate_tuples_per_s": run.sustainable_rate_tuples_per_s,
+        "backlog_s_max": float(run.schedule.queueing_s.max()),
         "nodes_used_max": float(nodes_used),
         "avg_received_tuples_per_node_total": received / nodes_used if nodes_used else 0.0,
         "replication_factor_total": received / tuples if tuples else 0.0,
@@ -101,8 +107,11 @@ def summarize(
     }
 
 
-def batch_metrics(result: Any) -> dict[str, float]:
+def batch_metrics(
+    result: Any, bandwidth_mb_per_s: float = metrics.DEFAULT_BANDWIDTH_MB_PER_S
+) -> dict[str, float]:
     """The per-batch series (``step`` = batch index)."""
+    costs = result.costs()
     out = {
         "batch_tuples": float(result.input_tuples),
         "imbalance_max_over_mean": result.imbalance_max_over_mean,
@@ -112,8 +121,11 @@ def batch_metrics(result: Any) -> dict[str, float]:
         "makespan_over_ideal": (
             result.makespan_s / result.ideal_makespan_s if result.ideal_makespan_s > 0 else 1.0
         ),
+        "route_s": costs.routing_s,
+        "service_s": costs.service_s,
         "routing_table_entries": float(result.routing_table_entries),
         "batch_wall_s": result.wall_s,
+        "harness_s": costs.harness_s(bandwidth_mb_per_s),
         "nodes_used": float(result.nodes_used),
         "avg_received_tuples_per_node": (
             result.received_tuples / result.nodes_used if result.nodes_used else 0.0
@@ -122,7 +134,11 @@ def batch_metrics(result: Any) -> dict[str, float]:
         "state_tuples_max_node": float(result.node_state.max()),
         "result_rows": float(result.result_rows),
         "migrated_tuples": float(result.migrated_tuples),
-        "migrate_s": float(result.migrate_s),
+        "migration_s": costs.migration_s(bandwidth_mb_per_s),
+        "migration_transfer_s": float(
+            costs.migration_transfer_s(bandwidth_mb_per_s).max(initial=0.0)
+        ),
+        "migration_bytes": costs.migration_bytes,
         **{k: float(v) for k, v in result.extra.items()},
     }
     if result.plan is not None:
@@ -140,18 +156,18 @@ def execute(
     name: str,
     params: dict[str, Any],
     on_batch: Any = None,
+    harness_hook: Any = None,
 ) -> list[Any]:
-    """Run one strategy on a loaded replay stream: the engine, or a Spark baseline."""
-    if strategy_kind(name) == "spark_native":
-        from balancebench.spark.baselines import run_baseline
+    """Run one strategy on a loaded replay stream through its runner (``spark.runners``)."""
+    from balancebench.spark.join_architectures import BiStreamRouter, DynamicRouter
+    from balancebench.spark.runners import make_runner
 
-        return run_baseline(spark, stream_df, config, strategy, name, on_batch)
-    from balancebench.spark.engine import Engine
-    from balancebench.spark.routers import make_router
-
-    router = make_router(strategy, config.n_nodes, params["tolerance"])
-    batches = Engine(spark, stream_df, config, router, name, on_batch).run()
-    if on_batch is not None and hasattr(router, "info"):
+    runner = make_runner(
+        spark, stream_df, config, strategy, name, params["tolerance"], on_batch, harness_hook
+    )
+    batches = runner.run()
+    router = getattr(runner, "router", None)
+    if on_batch is not None and isinstance(router, DynamicRouter | BiStreamRouter):
         # What a join architecture actually used (grid shape, groups, subgroups).
         tracking._mlflow().log_dict(router.info(), "layout.json")
     return batches
@@ -232,7 +248,9 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
                 strategy,
                 spec.strategy,
                 params,
-                on_batch=lambda r: mlflow.log_metrics(batch_metrics(r), step=r.batch),
+                on_batch=lambda r: mlflow.log_metrics(
+                    batch_metrics(r, params["network_bandwidth_mb_per_s"]), step=r.batch
+                ),
             )
         except AssertionError:
             mlflow.log_metric("oracle_passed", 0.0)
@@ -241,7 +259,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         times = event_times(stream)
         batch_of = replay.batch_index(times, interval_s, params["n_batches"])
         summary = {
-            **summarize(batches, times, batch_of, interval_s),
+            **summarize(batches, times, batch_of, interval_s, params["network_bandwidth_mb_per_s"]),
             "wall_s": wall_s,
             "oracle_passed": 1.0,
         }

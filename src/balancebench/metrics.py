@@ -1,15 +1,185 @@
-"""Every metric balancebench logs: its name (unit in the name) and its definition.
+"""Every metric balancebench logs (unit in the name, definition here), and the cost model.
 
 Convention (architecture.md): a per-batch series is logged under the bare name with
 ``step = batch index``; a run's summary of a series carries a suffix (``_mean``,
 ``_max``, ``_total``). Metrics that only exist per run (latency percentiles, throughput,
 wall time, oracle) have no suffix and no step. This table is logged as
 ``metric_definitions.json`` on every MLflow run and rendered in the README.
+
+**The cost model** (architecture.md, issue 12) is the only thing the replay clock
+charges to a strategy, all in one currency, seconds of measured work:
+
+- *routing* (at the senders): the summed CPU time of the routing-stage tasks (the tasks
+  that read the batch, decide every tuple's node(s) and write the shuffle to the nodes)
+  divided by the senders (the input partitions), so a larger routing table (O2) costs
+  what its lookups cost;
+- *node service*: the max over nodes of the node's CPU time in every stage it works in
+  for the batch (receive, operator, state update, merging split keys' partials);
+- *plan*: the driver wall time of ``strategy.plan()`` (O1; the coordinator spends it);
+- *migration*: for every node that sends or receives state, its CPU time in the
+  migration tasks plus ``max(bytes sent, bytes received) / network_bandwidth_mb_per_s``
+  (links are full duplex); the max over those nodes (pairs move in parallel).
+
+A batch occupies the clock for ``routing + node service``; the next batch cannot start
+before the plan made from it is ready and its migration is applied. Everything else the
+driver spends on a batch (Spark job scheduling, the oracle, statistics collection,
+task-metric reads, checkpoint bookkeeping, the migration jobs' scheduling) is the
+harness's own cost, ``harness_s``: logged, never charged. :func:`clock` is a pure
+function of the measured :class:`BatchCosts`, so every runner is charged alike.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Final
+
+import numpy as np
+
+from balancebench import replay
+
+#: Default link speed for the transfer part of a migration (1 GbE), MB/s (1 MB = 1e6 B).
+DEFAULT_BANDWIDTH_MB_PER_S: Final[float] = 125.0
+
+
+def _zeros() -> np.ndarray:
+    return np.zeros(0)
+
+
+@dataclass(frozen=True)
+class BatchCosts:
+    """What was measured for one micro-batch: the cost model's only input."""
+
+    batch: int
+    input_tuples: int
+    #: Per node: CPU seconds in every node stage of the batch.
+    node_work_s: np.ndarray
+    #: Summed CPU seconds of the routing-stage tasks, and the senders sharing them.
+    route_work_s: float = 0.0
+    senders: int = 1
+    #: Driver wall seconds of ``plan()`` after this batch (0: no plan).
+    plan_s: float = 0.0
+    #: Per node: CPU seconds in the migration tasks after this batch, bytes sent and
+    #: received (empty: no migration).
+    migration_work_s: np.ndarray = field(default_factory=_zeros)
+    migration_sent_bytes: np.ndarray = field(default_factory=_zeros)
+    migration_received_bytes: np.ndarray = field(default_factory=_zeros)
+    #: Driver wall seconds of everything done for the batch (its migration included).
+    driver_wall_s: float = 0.0
+
+    @property
+    def node_service_s(self) -> float:
+        return float(np.max(self.node_work_s)) if len(self.node_work_s) else 0.0
+
+    @property
+    def routing_s(self) -> float:
+        return self.route_work_s / max(1, self.senders)
+
+    @property
+    def service_s(self) -> float:
+        """How long the batch occupies the clock: routing, then the slowest node."""
+        return self.routing_s + self.node_service_s
+
+    @property
+    def migration_bytes(self) -> float:
+        return float(np.sum(self.migration_sent_bytes))
+
+    def migration_transfer_s(self, bandwidth_mb_per_s: float) -> np.ndarray:
+        """Per node: ``max(sent, received) / bandwidth``."""
+        sent, received = _aligned(self.migration_sent_bytes, self.migration_received_bytes)
+        return np.maximum(sent, received) / (bandwidth_mb_per_s * 1e6)
+
+    def migration_s(self, bandwidth_mb_per_s: float) -> float:
+        """Max over the nodes involved of (migration CPU + transfer)."""
+        work, transfer = _aligned(
+            self.migration_work_s, self.migration_transfer_s(bandwidth_mb_per_s)
+        )
+        per_node = work + transfer
+        return float(per_node.max()) if len(per_node) else 0.0
+
+    def charged_s(self, bandwidth_mb_per_s: float) -> float:
+        return self.service_s + self.plan_s + self.migration_s(bandwidth_mb_per_s)
+
+    def harness_s(self, bandwidth_mb_per_s: float) -> float:
+        """Driver wall of the batch that the clock does not charge (never negative)."""
+        return max(0.0, self.driver_wall_s - self.charged_s(bandwidth_mb_per_s))
+
+
+def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = max(len(a), len(b))
+    return (
+        np.pad(np.asarray(a, dtype=float), (0, n - len(a))),
+        np.pad(np.asarray(b, dtype=float), (0, n - len(b))),
+    )
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """The replay clock of a run under the cost model (per-batch arrays and run figures)."""
+
+    schedule: replay.Schedule
+    service_s: np.ndarray
+    delay_s: np.ndarray
+    migration_s: np.ndarray
+    harness_s: np.ndarray
+    latency_s: dict[float, float]
+    throughput_tuples_per_s: float
+    capacity_tuples_per_s: float
+    sustainable_rate_tuples_per_s: float
+
+
+def clock(
+    batches: list[BatchCosts],
+    event_time_s: np.ndarray,
+    batch_of: np.ndarray,
+    interval_s: float,
+    bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S,
+    percentiles: tuple[float, ...] = (50.0, 95.0, 99.0),
+) -> RunClock:
+    """Latency and throughput of a run from its measured batches (module docstring).
+
+    - delivered throughput = input tuples / (end of the last batch - first arrival);
+    - capacity = input tuples / sum over batches of everything charged (routing, node
+      service, plan, migration): the rate if batches ran back to back;
+    - sustainable rate: the highest input rate at which the backlog does not grow, at
+      the same batch interval. Routing, node and migration work scale with the tuples
+      per batch (factor ``a`` on the replayed rate), the plan time does not: the backlog
+      stays bounded while ``a * mean(work) + mean(plan) <= interval``, so the rate is
+      ``replayed rate * (interval - mean(plan)) / mean(work)``.
+    """
+    if not batches:
+        raise ValueError("batches: at least one measured batch is needed")
+    service = np.array([b.service_s for b in batches])
+    migration = np.array([b.migration_s(bandwidth_mb_per_s) for b in batches])
+    plan = np.array([b.plan_s for b in batches])
+    delay = plan + migration
+    harness = np.array([b.harness_s(bandwidth_mb_per_s) for b in batches])
+    index = np.array([b.batch for b in batches])
+    last_arrival = np.array(
+        [event_time_s[batch_of == i].max(initial=0.0) if len(event_time_s) else 0.0 for i in index]
+    )
+    sched = replay.schedule(last_arrival, interval_s, service, delay)
+    lat = replay.latency_percentiles(event_time_s, batch_of, sched.end_s, percentiles)
+    tuples = float(sum(b.input_tuples for b in batches))
+    first = float(event_time_s.min()) if len(event_time_s) else 0.0
+    span = float(sched.end_s[-1]) - first
+    busy = float((service + delay).sum())
+    work = float((service + migration).mean())
+    replayed_rate = tuples / (interval_s * len(batches)) if interval_s > 0 else 0.0
+    headroom = interval_s - float(plan.mean())
+    # No measured work at all: nothing limits the rate.
+    sustainable = max(0.0, replayed_rate * headroom / work) if work > 0 else float("inf")
+    return RunClock(
+        schedule=sched,
+        service_s=service,
+        delay_s=delay,
+        migration_s=migration,
+        harness_s=harness,
+        latency_s=lat,
+        throughput_tuples_per_s=tuples / span if span > 0 else 0.0,
+        capacity_tuples_per_s=tuples / busy if busy > 0 else 0.0,
+        sustainable_rate_tuples_per_s=sustainable,
+    )
+
 
 #: name -> definition. Series (per batch) are marked "[per batch]".
 METRIC_DEFINITIONS: Final[dict[str, str]] = {
@@ -21,11 +191,40 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "from the rows each node's task read from the routing shuffle (replicas included)."
     ),
     "makespan_s": (
-        "[per batch] max over nodes of the node's work: the summed executorCpuTime of its "
-        "tasks in the batch's node stages (receive, operator, state update), from Spark's "
-        "REST API (seconds). CPU time, because the nodes are partitions sharing a few cores: "
-        "a task's wall time there is mostly waiting for a core. For the Spark-native "
-        "baselines: the tasks of the stateful operator's stage(s)."
+        "[per batch] node service of the cost model: max over nodes of the node's work, the "
+        "summed executorCpuTime of its tasks in every node stage of the batch (receive, "
+        "operator, state update, merge of split keys' partials), from Spark's REST API "
+        "(seconds). CPU time, because the nodes are partitions sharing a few cores: a task's "
+        "wall time there is mostly waiting for a core. For the Spark-native baselines: the "
+        "tasks of the stateful operator's stage(s)."
+    ),
+    "route_s": (
+        "[per batch] routing at the senders (cost model): summed executorCpuTime of the "
+        "routing-stage tasks (read the batch, pick each tuple's node(s), write the shuffle) / "
+        "senders (the input partitions), seconds. Python routing stages (pkg, dchoices, "
+        "wchoices) count executorRunTime, since the JVM's CPU time misses the Python worker."
+    ),
+    "service_s": (
+        "[per batch] time the batch occupies the replay clock: route_s + makespan_s (s)."
+    ),
+    "migration_s": (
+        "[per batch] migration after the batch (cost model): max over the nodes that send or "
+        "receive state of (the node's executorCpuTime in the migration tasks + max(bytes sent, "
+        "bytes received) / network_bandwidth_mb_per_s), seconds."
+    ),
+    "migration_transfer_s": (
+        "[per batch] the transfer part of migration_s alone: max over nodes of max(bytes sent, "
+        "bytes received) / network_bandwidth_mb_per_s (seconds)."
+    ),
+    "migration_bytes": (
+        "[per batch] bytes of state shipped between nodes by the migration (Spark's shuffle "
+        "bytes written by the sending nodes' migration tasks)."
+    ),
+    "harness_s": (
+        "[per batch] the harness's own cost, never charged to the strategy: driver wall time of "
+        "the batch (migration included) minus what the cost model charges (service_s, plan, "
+        "migration_s); i.e. Spark job scheduling, the oracle, statistics collection, task-metric "
+        "reads, checkpoint bookkeeping (seconds, >= 0)."
     ),
     "ideal_makespan_s": "[per batch] mean over nodes of the same CPU times (seconds).",
     "makespan_wall_s": (
@@ -47,7 +246,6 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "by Spark when the move is applied (paper 000's O3): stored join tuples, or the tuples "
         "a moved share of a partial count represents."
     ),
-    "migrate_s": "[per batch] wall time of applying that migration to the state (seconds).",
     "split_keys": "[per batch] keys on more than one node after the plan.",
     "plan_reached_tolerance": (
         "[per batch] 1 if the node loads after the plan are within (1 + tolerance) x mean "
@@ -68,12 +266,17 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "(TOPK: k; count tables: distinct keys)."
     ),
     "batch_wall_s": (
-        "[per batch] driver wall time of the batch: routing, operator, task metrics, oracle and "
-        "statistics (seconds; overheads included, for transparency)."
+        "[per batch] driver wall time of the batch, its migration included (seconds; charged "
+        "costs and harness together, for transparency; never on the replay clock)."
     ),
     "phase_<name>_s": (
-        "[per batch] driver wall time of one phase of the batch: route, operator, "
-        "task_metrics, oracle, stats (seconds)."
+        "[per batch] driver wall time of one phase of the batch (route, operator, "
+        "task_metrics, oracle, stats, migrate; baselines: ingest, feed, trigger, state, sink), "
+        "seconds: where harness_s goes. Never on the replay clock."
+    ),
+    "node_work_<stage>_s": (
+        "[per batch] executorCpuTime summed over all nodes in one node stage of the engine "
+        "(receive, operator, state, merge), seconds: where the node work goes."
     ),
     # ---- per run ------------------------------------------------------------------------
     "plan_time_ms_mean": "Mean of plan_time_ms over the plans of the run.",
@@ -84,18 +287,33 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "makespan_over_ideal_mean": "Mean of makespan_over_ideal over the batches.",
     "routing_table_entries_max": "Max of routing_table_entries over the batches.",
     "migrated_tuples_total": "Sum of migrated_tuples over the run.",
-    "migrate_s_total": "Sum of migrate_s over the run (seconds).",
+    "migration_s_total": "Sum of migration_s over the run (seconds).",
+    "migration_bytes_total": "Sum of migration_bytes over the run (bytes).",
+    "route_s_total": "Sum of route_s over the run (seconds).",
+    "harness_s_total": (
+        "Sum of harness_s over the run (seconds): the harness's own cost, reported apart."
+    ),
     "latency_p50_s": (
         "Median event-time latency over all tuples: end of the tuple's batch under the "
-        "replay model (balancebench.replay: a batch starts when it has closed and the previous "
-        "batch, its plan and its migration are done; it lasts makespan_s) minus the tuple's "
-        "event time, seconds."
+        "replay clock (a batch starts when it has closed and the previous batch, its plan and "
+        "its migration are done; it lasts service_s; all under the cost model of "
+        "balancebench.metrics) minus the tuple's event time, seconds."
     ),
     "latency_p95_s": "95th percentile of the same event-time latency, seconds.",
     "latency_p99_s": "99th percentile of the same event-time latency, seconds.",
     "throughput_tuples_per_s": (
-        "Input tuples divided by makespan_s_total: the rate the parallel stage sustains when "
-        "every batch takes its slowest node's time."
+        "Delivered throughput: input tuples / (end of the last batch - first arrival) under "
+        "the replay clock (tuples per second)."
+    ),
+    "capacity_tuples_per_s": (
+        "Input tuples / everything the cost model charged over the run (routing, node "
+        "service, plans, migrations): the rate if batches ran back to back."
+    ),
+    "sustainable_rate_tuples_per_s": (
+        "Highest input rate at which the backlog does not grow at the same batch interval: "
+        "replayed rate x (interval - mean plan time) / mean(service_s + migration_s), taking "
+        "routing, node and migration work as proportional to the tuples per batch and the plan "
+        "time as not."
     ),
     "backlog_s_max": "Max over batches of (batch start - batch close) under the replay model.",
     "nodes_used_max": "Max of nodes_used over the batches.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
+from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
 from balancebench.schema import check_values, spec_defaults
 from balancebench.strategies import STRATEGIES, strategy_param_name
 from balancebench.validation import VALIDATION_DEFAULTS
@@ -89,6 +90,15 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": 10,
         "title": "TOPK size",
         "description": "Keys reported per window by the TOPK workload.",
+    },
+    "network_bandwidth_mb_per_s": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 1e6,
+        "default": DEFAULT_BANDWIDTH_MB_PER_S,
+        "title": "Network bandwidth (MB/s)",
+        "description": "Link speed of the cost model: a migration's bytes sent or received by "
+        "a node / this = its transfer time (default 125 = 1 GbE).",
     },
     "experiment": {
         "type": "string",

@@ -42,6 +42,15 @@ REQUIRED = [
     "replication_factor_total",
     "state_tuples_max_node_max",
     "result_rows_total",
+    # the cost model (issue 12)
+    "route_s",
+    "service_s",
+    "harness_s",
+    "harness_s_total",
+    "migration_s_total",
+    "migration_bytes_total",
+    "capacity_tuples_per_s",
+    "sustainable_rate_tuples_per_s",
 ]
 
 

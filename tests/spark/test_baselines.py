@@ -16,6 +16,14 @@ from balancebench.workloads import get_workload
 
 pytestmark = pytest.mark.slow
 
+
+def run_baseline(spark, df, config, strategy, name, on_batch=None):
+    """A baseline through the runner registry, as every DAG run does."""
+    from balancebench.spark.runners import make_runner
+
+    return make_runner(spark, df, config, strategy, name, 0.05, on_batch).run()
+
+
 N_NODES = 4
 N_BATCHES = 3
 
@@ -69,8 +77,6 @@ def _config(replays, workload: str, window_batches: float):
 
 
 def _run(spark, replays, strategy: str, workload: str, window_batches: float, **params):
-    from balancebench.spark.baselines import run_baseline
-
     df, _, _ = replays[workload]
     config = _config(replays, workload, window_batches)
     seen = []
@@ -102,16 +108,12 @@ def _sides(pdf: pd.DataFrame, b: int, upto: bool = False) -> dict[str, int]:
 
 
 def test_rejects_a_workload_it_cannot_serve_before_any_spark_work(replays):
-    from balancebench.spark.baselines import run_baseline
-
     class AggregateOnly(SparkStreaming):
         operators = frozenset({"aggregate"})
 
     config = _config(replays, "eq5", 0)
     with pytest.raises(ValueError, match="cannot serve workload 'eq5'"):
         run_baseline(None, None, config, AggregateOnly(), "spark_streaming")
-    with pytest.raises(ValueError, match="not a Spark-native baseline"):
-        run_baseline(None, None, config, get_strategy("hash"), "hash")
 
 
 # ---- spark_streaming ------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from balancebench.spark.join_architectures import (
     dynamic_rows,
     regrid_state,
 )
-from balancebench.spark.routers import BATCH_COLUMNS, PROBE, STORE, make_router
+from balancebench.spark.routers import BATCH_COLUMNS, PROBE, STORE
+from balancebench.spark.runners import make_router
 from balancebench.strategies import get_strategy
 from balancebench.strategies.join_architectures import DynamicJoin, FirstBatch, Grid
 from balancebench.streams import build_stream

@@ -4,8 +4,8 @@ Each baseline replays the same micro-batches as the engine (``engine.load_replay
 answers with the same meaning (aggregation: the window's ``(key, count)`` table after
 each batch; join: the batch's new pairs ``(r_id, s_id)``), is checked by the same oracle
 (``engine.check_batch``) and reports the same :class:`~balancebench.spark.engine.BatchResult`
-per batch. ``routing_table_entries`` and ``migrated_tuples`` are 0 and ``plan`` is None:
-Spark places the data itself.
+per batch, through the same loop (``spark.loop``) and cost model. ``routing_table_entries``
+and ``migrated_tuples`` are 0 and ``plan`` is None: Spark places the data itself.
 
 **Nodes.** The ``n_nodes`` "nodes" are the ``n_nodes`` shuffle partitions of the stateful
 stage (``spark.sql.shuffle.partitions = n_nodes``). A node's times are the summed
@@ -14,8 +14,8 @@ stage (``spark.sql.shuffle.partitions = n_nodes``). A node's times are the summe
 batch; its ``node_received`` the rows those tasks read (shuffle records, plus input
 records for a stage that reads the kept tuples directly). The measured stages are, in the batch's
 operator job group, every stage that reads a shuffle plus the final stage of the action;
-stages that only scan and write a shuffle (the "routing" side) and broadcast-collect jobs
-are upstream work, not node work (as in the engine).
+stages that only scan and write a shuffle (the "routing" side) are the senders' routing
+work (``route_s``), as in the engine; broadcast-collect jobs are neither.
 
 - ``spark_streaming`` (the direct streaming peer). The micro-batches are written one
   Parquet file per batch into ``local_dir()/streaming/<run>/in`` and read by one
@@ -92,7 +92,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -102,13 +101,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
-from balancebench.spark.engine import (
-    BatchResult,
-    EngineConfig,
-    OracleMismatch,
-    check_batch,
-)
-from balancebench.spark.task_metrics import TaskMetricsReader
+from balancebench.spark.engine import EngineConfig, check_batch
+from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
+from balancebench.spark.task_metrics import ROUTE, TaskMetricsReader
 from balancebench.workloads import AGGREGATE, BAND_JOIN, check_strategy
 
 #: Columns of the replay stream (``engine.load_replay``).
@@ -129,48 +124,6 @@ STATE_STORE_PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
-
-
-def run_baseline(
-    spark: SparkSession,
-    stream: DataFrame,
-    config: EngineConfig,
-    strategy: Any,
-    name: str,
-    on_batch: Callable[[BatchResult], None] | None = None,
-) -> list[BatchResult]:
-    """Run the Spark-native baseline ``strategy`` on the replay ``stream``; one
-    :class:`BatchResult` per micro-batch (see the module docstring). A strategy that cannot
-    serve the workload is rejected before any Spark work."""
-    check_strategy(config.workload.name, strategy.name, strategy.operators)
-    runners: dict[str, type[_Baseline]] = {
-        "spark_streaming": _Streaming,
-        "spark_aqe": _Aqe,
-        "spark_salting": _Salting,
-    }
-    if strategy.name not in runners:
-        raise ValueError(
-            f"strategy: {strategy.name!r} is not a Spark-native baseline; "
-            f"allowed values: {sorted(runners)}"
-        )
-    settings = dict(getattr(strategy, "settings", {}) or {})
-    return runners[strategy.name](spark, stream, config, settings, name, on_batch).run()
-
-
-@contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]):
-    """Set Spark SQL settings for the block and restore the previous values after it."""
-    saved = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 class _Rest(TaskMetricsReader):
@@ -226,8 +179,8 @@ def _list_schedule(run_s: np.ndarray, n: int) -> np.ndarray:
     return slots
 
 
-class _Baseline:
-    """The replay loop shared by the baselines: conf, groups, measurement, oracle."""
+class _Baseline(MicroBatchLoop):
+    """What the baselines share on top of the loop: measurement and the oracle."""
 
     #: Schedule tasks on slots when a stage's tasks are not the nodes (AQE only).
     adaptive = False
@@ -237,18 +190,15 @@ class _Baseline:
         spark: SparkSession,
         stream: DataFrame,
         config: EngineConfig,
-        settings: dict[str, Any],
+        strategy: Any,
         name: str,
-        on_batch: Callable[[BatchResult], None] | None,
+        on_batch: Callable[[BatchResult], None] | None = None,
+        harness_hook: Callable[[str], None] | None = None,
     ) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.stream = stream
-        self.config = config
-        self.settings = settings
-        self.name = name
-        self.on_batch = on_batch
-        self.n = config.n_nodes
+        # A strategy that cannot serve the workload is rejected before any Spark work.
+        check_strategy(config.workload.name, strategy.name, strategy.operators)
+        super().__init__(spark, stream, config, name, on_batch, harness_hook)
+        self.settings = dict(getattr(strategy, "settings", {}) or {})
         self.op = config.workload.operator
         self.rest = _Rest(self.sc)
         rows = stream.groupBy("batch", "side").count().collect()
@@ -258,44 +208,24 @@ class _Baseline:
             s: sum(c for (_, side), c in self.counts.items() if side == s) for s in ("R", "S")
         }
 
-    def conf(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def run(self) -> list[BatchResult]:
-        with session_conf(self.spark, self.conf()):
-            self.start()
-            try:
-                return [self.batch(b) for b in range(self.config.n_batches)]
-            finally:
-                self.close()
-
-    def start(self) -> None:
-        """Before the first batch."""
-
-    def close(self) -> None:
-        """After the last batch (also on failure)."""
-
-    def batch(self, b: int) -> BatchResult:
-        raise NotImplementedError
-
     def batch_tuples(self, b: int) -> int:
         return sum(c for (batch, _), c in self.counts.items() if batch == b)
-
-    def group(self, b: int, phase: str) -> str:
-        group = f"balancebench-{self.name}-b{b}-{phase}-{time.time_ns()}"
-        self.sc.setJobGroup(group, f"{self.name} batch {b}: {phase}")
-        return group
 
     # ---- measurement --------------------------------------------------------------------
     def measure(self, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
         """Per node: summed ``executorRunTime`` and ``executorCpuTime`` (s) and rows read
         in the measured stages of ``group`` (module docstring), and facts about the
-        batch's plan."""
+        batch's plan (``route_work_s``: the CPU of its routing stages)."""
         n = self.n
         run = np.zeros(n)
         cpu = np.zeros(n)
         received = np.zeros(n, dtype=np.int64)
-        info = {"stages_measured": 0.0, "tasks_measured": 0.0, "broadcast_rows": 0.0}
+        info = {
+            "stages_measured": 0.0,
+            "tasks_measured": 0.0,
+            "broadcast_rows": 0.0,
+            "route_work_s": 0.0,
+        }
         jobs = sorted(self.sc.statusTracker().getJobIdsForGroup(group))
         if not jobs:
             return run, cpu, received, info
@@ -317,11 +247,13 @@ class _Baseline:
                     [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"] for t in tasks]
                 )
                 final = job == last and sid == stage_ids[-1]
-                if shuffle.sum() == 0 and not final:
-                    continue  # scans the input and writes a shuffle: routing, not nodes
-                inputs = np.array([t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in tasks])
                 run_s = np.array([t["taskMetrics"]["executorRunTime"] for t in tasks]) / 1e3
                 cpu_s = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
+                if shuffle.sum() == 0 and not final:
+                    # Scans the input and writes a shuffle: the senders' routing.
+                    info["route_work_s"] += float(cpu_s.sum())
+                    continue
+                inputs = np.array([t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in tasks])
                 if len(tasks) % n == 0 and not (self.adaptive and shuffle.sum() > 0):
                     slots = np.arange(len(tasks)) % n
                 elif self.adaptive:
@@ -366,18 +298,18 @@ class _Baseline:
     def finish(
         self,
         b: int,
-        started: float,
+        clock: PhaseClock,
         times: tuple[np.ndarray, np.ndarray],
         received: np.ndarray,
         state: np.ndarray,
         answer: DataFrame,
         extra: dict[str, float],
     ) -> BatchResult:
-        clock = time.perf_counter()
         self.group(b, "oracle")
         passed, result_rows, shown = check_batch(self.stream, self.config, b, answer)
-        extra["phase_oracle_s"] = time.perf_counter() - clock
-        result = BatchResult(
+        clock.lap("oracle")
+        route_work_s = extra.pop("route_work_s", 0.0)
+        return BatchResult(
             batch=b,
             input_tuples=self.batch_tuples(b),
             node_received=received,
@@ -387,25 +319,18 @@ class _Baseline:
             result_rows=result_rows,
             routing_table_entries=0,
             oracle_passed=passed,
-            wall_s=time.perf_counter() - started,
             answer=shown,
             extra=extra,
+            route_work_s=route_work_s,
+            senders=self.senders,
         )
-        if self.on_batch is not None:
-            self.on_batch(result)
-        if not passed:
-            raise OracleMismatch(
-                f"batch {b}: {self.name} on {self.config.workload.name} differs from plain "
-                f"Spark SQL: {shown}"
-            )
-        return result
 
     def band_width(self) -> int:
         return self.config.band_width if self.op == BAND_JOIN else 0
 
 
 # ---- spark_streaming -----------------------------------------------------------------------
-class _Streaming(_Baseline):
+class StreamingRunner(_Baseline):
     def conf(self) -> dict[str, str]:
         provider = str(self.settings.get("state_store", "hdfs"))
         if provider not in STATE_STORE_PROVIDERS:
@@ -551,20 +476,11 @@ class _Streaming(_Baseline):
         pq.write_table(empty, tmp)
         tmp.rename(target)
 
-    def batch(self, b: int) -> BatchResult:
-        started = time.perf_counter()
+    def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         extra: dict[str, float] = {}
-        clock = started
-
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            extra[f"phase_{name}_s"] = now - clock
-            clock = now
-
         self.group(b, "feed")
         self._feed(b)
-        lap("feed")
+        clock.lap("feed")
         self.sink_group = f"balancebench-{self.name}-b{b}-operator-{time.time_ns()}"
         before = self.last_batch_id
         self.query.processAllAvailable()
@@ -576,18 +492,18 @@ class _Streaming(_Baseline):
                 "expected exactly one"
             )
         batch_id = self.last_batch_id
-        lap("trigger")
+        clock.lap("trigger")
         run, cpu, received, info = self.measure(self.sink_group)
         extra.update(info)
-        lap("task_metrics")
+        clock.lap("task_metrics")
         self.group(b, "state")
         state = self._state(batch_id)
         extra["state_rows_total"] = float(state.sum())
-        lap("state")
+        clock.lap("state")
         self.group(b, "sink")
         answer = self._answer(b, self.outputs.pop(batch_id))
-        lap("sink")
-        return self.finish(b, started, (run, cpu), received, state, answer, extra)
+        clock.lap("sink")
+        return self.finish(b, clock, (run, cpu), received, state, answer, extra)
 
     def _state(self, batch_id: int) -> np.ndarray:
         """State store rows per partition after trigger ``batch_id`` (Spark's
@@ -672,19 +588,10 @@ class _BatchQueries(_Baseline):
             out = out.unionByName(f)
         return out
 
-    def batch(self, b: int) -> BatchResult:
-        started = time.perf_counter()
+    def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         extra: dict[str, float] = {}
-        clock = started
-
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            extra[f"phase_{name}_s"] = now - clock
-            clock = now
-
-        piece = self._ingest(b)
-        lap("ingest")
+        piece, ingest = self._ingest(b)
+        clock.lap("ingest")
         earlier = self.union(sorted(self.pieces))
         self.pieces[b] = piece
         self.group(b, "prepare")  # building the query may run jobs (salting's hot keys)
@@ -694,16 +601,27 @@ class _BatchQueries(_Baseline):
             query = self.join(b, piece, earlier)
         group = self.group(b, "operator")
         answer = query.localCheckpoint(eager=True)
-        lap("operator")
+        clock.lap("operator")
         run, cpu, received, info = self.measure(group)
+        # Receiving the batch: its scan and shuffle are the senders', its n tasks the nodes'.
+        info["route_work_s"] += ingest.route_work_s
         extra.update(info)
-        lap("task_metrics")
+        clock.lap("task_metrics")
         state = self._drop_and_count(b)
-        return self.finish(b, started, (run, cpu), received, state, answer, extra)
+        return self.finish(
+            b,
+            clock,
+            (run + ingest.node_run_s, cpu + ingest.node_cpu_s),
+            received,
+            state,
+            answer,
+            extra,
+        )
 
-    def _ingest(self, b: int) -> DataFrame:
+    def _ingest(self, b: int) -> tuple[DataFrame, Any]:
         """Batch ``b``'s tuples as the user keeps them: ``n`` round-robin partitions,
-        ``localCheckpoint``-ed; its rows per partition from the job's task metrics."""
+        ``localCheckpoint``-ed; its rows per partition from the job's task metrics, and
+        the job's measured work."""
         group = self.group(b, "ingest")
         rows = self.stream.where(F.col("batch") == b).select(*COLUMNS)
         piece = rows.repartition(self.n).localCheckpoint(eager=True)
@@ -721,7 +639,7 @@ class _BatchQueries(_Baseline):
                 f"expected {self.batch_tuples(b)} in all"
             )
         self.piece_rows[b] = sizes
-        return piece
+        return piece, self.work(group, ROUTE)
 
     def _drop_and_count(self, b: int) -> np.ndarray:
         """Drop the pieces the user no longer needs; kept tuples per node."""
@@ -796,7 +714,7 @@ class _BatchQueries(_Baseline):
         return a, o, F.col("a_k") == F.col("o_k")
 
 
-class _Aqe(_BatchQueries):
+class AqeRunner(_BatchQueries):
     adaptive = True
 
     def conf(self) -> dict[str, str]:
@@ -852,7 +770,7 @@ class _Aqe(_BatchQueries):
         return window.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
 
 
-class _Salting(_BatchQueries):
+class SaltingRunner(_BatchQueries):
     def conf(self) -> dict[str, str]:
         # Spark 4's optimizer folds "count by (key, salt), then sum by key" into one count
         # by key (CollapseGroupedSumOfCount), silently dropping the salt; the recipe needs

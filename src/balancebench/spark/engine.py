@@ -10,50 +10,61 @@ Execution model (one Spark application per strategy run):
   per-node surrogate value whose Murmur3 hash lands in partition ``i``), and every
   later per-node computation reads that partitioning without another shuffle.
 - **Routing.** The strategy's :class:`~balancebench.spark.routers.SparkRouter` gives every
-  tuple its node(s) and role (store / probe), as Spark SQL expressions, broadcast
+  tuple its node(s) and role (store / probe / both), as Spark SQL expressions, broadcast
   tables and Arrow (per-sender strategies). The routed rows are shuffled once: the
-  records each node's task reads are the tuples shipped to it (replicas included).
-- **State lives on its node across batches**, as a ``localCheckpoint``-ed DataFrame
-  with the same partitioning: the stored tuples of a full-history join, the window
-  contents of a window join (tuples older than ``window_s`` before the next batch are
-  dropped), the partial counts of an aggregation (one row per node, key and batch
-  slice; slices older than the window are dropped).
+  records each node's task reads are the tuples shipped to it (replicas included; a
+  tuple stored and probing at one node is shipped there once).
+- **State lives on its node across batches**, with the same partitioning. A join's
+  stored tuples are kept in *pieces* written once: a batch's stored rows stay in the
+  cache its receive stage built, a migration writes its result with
+  ``localCheckpoint``; a node's task scans the union of its pieces (the union keeps
+  the node partitioning), so a batch never rewrites state it did not change (a window
+  join drops a piece once all its tuples are older than ``window_s`` and ignores older
+  rows of a kept piece). An aggregation's state is its partial counts (one row per
+  node, key and batch slice inside a window, older slices dropped; one running count
+  per node and key for full history), rewritten each batch.
 - **Operator.** Aggregation: each node counts its tuples per key and adds them to its
-  state; the window's answer merges the partials of every node per key (TOPK: the
-  ``top_k`` keys by count, ties to the smaller key). Join (paper 000 Algorithm 1): each
-  node joins the probes it received with the tuples it stores (its state and the
-  batch's new stored tuples) on the key (equi) or on ``|k1 - k2| <= band_width``
-  (band, as an equi-join on the probe's ``2w + 1`` candidate keys), keeping a pair
-  only when the stored tuple arrived earlier (``tuple_id`` is the arrival order) and,
-  for a window join, within ``window_s``: every pair is produced exactly once, by the
-  later tuple's probe at the node storing the earlier one.
+  state; the window's answer merges the partials of every node per key at the key's
+  home node ``F(k)`` (a split key's partials travel there; that merge is node work;
+  TOPK: the ``top_k`` keys by count, ties to the smaller key). Join (paper 000
+  Algorithm 1): each node joins the probes it received with the tuples it stores (its
+  pieces of the other side and the batch's new stored tuples) on the key (equi) or on
+  ``|k1 - k2| <= band_width`` (band, as an equi-join on the probe's ``2w + 1``
+  candidate keys), keeping a pair only when the stored tuple arrived earlier
+  (``tuple_id`` is the arrival order) and, for a window join, within ``window_s``:
+  every pair is produced exactly once, by the later tuple's probe at the node storing
+  the earlier one. The batch's probes are the hash table and the stored tuples stream
+  through it, so the stored history is read once per batch and never sorted.
 - **Oracle.** After every batch the answer is recomputed by plain Spark SQL on the raw
   tuples (``groupBy(key).count()`` over the window; the join of all tuples so far,
-  keeping pairs whose later tuple is in this batch) and compared as a multiset
-  (``exceptAll`` both ways; TOPK also as a list). Any difference fails the run.
+  keeping pairs whose later tuple is in this batch) and compared as a multiset. Any
+  difference fails the run.
 - **Statistics and plan.** Each node reports, per key, the tuples it stored in the
   batch (``load``) and the state it holds (``state``); the strategy plans (timed, paper
   000's O1) and the plan's moves are applied to the state before the next batch: a
-  stored tuple moves by a hash of its id, a partial count is split by the moved share;
-  the moved tuples are counted by Spark (``migrated_tuples``), and the migration's wall
-  time delays the next batch like the plan time does.
-- **Measured per batch** (Spark's REST API, ``task_metrics``): per node the tuples read
-  by its task and, summed over its tasks in the node stages (receive, operator, state
-  update), ``executorCpuTime`` (the node's work) and ``executorRunTime`` (wall). Makespan
-  = max over nodes of the CPU time, ideal = mean. Why CPU time: the nodes are partitions
-  sharing a few cores with the driver, the JIT and the GC, so a task's wall time is
-  mostly waiting for a core (measured: 16M tuples, 8 nodes, 2 cores: wall 2-4x CPU, wall
-  max/mean 1.3-2.3 on equal tuple counts where CPU max/mean is 1.04-1.2). The wall
-  makespan is reported too (``makespan_wall_s``). The replay clock
-  (``balancebench.replay``) turns the makespans into event-time latency with backlog.
+  stored tuple moves by a hash of its id, a partial count is split by the moved share.
+  The moved tuples are counted by Spark (``migrated_tuples``) in a job of their own
+  (bookkeeping); the migration's measured work and bytes are charged by the cost model
+  and delay the next batch like the plan time does.
+- **Measured per batch** (Spark's REST API, ``task_metrics.group_work``), each job group
+  by its role: the routing stage's tasks (the senders); per node the tuples read by its
+  task and, summed over its tasks in the node stages (receive, operator, state update,
+  merge), ``executorCpuTime`` (the node's work) and ``executorRunTime`` (wall); and per
+  node the migration tasks' CPU with the shuffle bytes they write and read. Why CPU
+  time: the nodes are partitions sharing a few cores with the driver, the JIT and the
+  GC, so a task's wall time is mostly waiting for a core (measured: 16M tuples, 8 nodes,
+  2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts where CPU max/mean
+  is 1.04-1.2). The wall makespan is reported too (``makespan_wall_s``). The cost model
+  (``balancebench.metrics``) turns these into the replay clock; the oracle, statistics,
+  task-metric reads and job scheduling are the harness's own cost (``harness_s``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -62,20 +73,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.hashing import FRACTION_UNITS, partition_surrogates
-from balancebench.loads import imbalance
+from balancebench.spark.loop import BatchResult, MicroBatchLoop, OracleMismatch, PhaseClock
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
-    PROBE,
-    STORE,
+    PROBES,
+    STORES,
     BatchStats,
     Reassignment,
     RouteContext,
     SparkRouter,
 )
-from balancebench.spark.routing import partition_by_node
-from balancebench.spark.task_metrics import TaskMetricsReader, node_times
-from balancebench.strategies import MigrationPlan
+from balancebench.spark.routing import home_node, partition_by_node
+from balancebench.spark.task_metrics import MIGRATE, NODE, ROUTE, ROUTE_PYTHON
 from balancebench.workloads import AGGREGATE, BAND_JOIN, Workload
+
+__all__ = ["BatchResult", "Engine", "EngineConfig", "OracleMismatch", "check_batch", "load_replay"]
 
 #: Salt of the tuple-id hash that picks which stored tuples of a part migrate (distinct
 #: from the storage-routing salt, so migration does not follow storage decisions).
@@ -84,13 +96,11 @@ MIGRATION_SALT = 0x316A7E
 #: node partitions (no broadcast, co-partitioned on the surrogate alone).
 ENGINE_CONF = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.unionOutputPartitioning": "true",
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
     "spark.sql.adaptive.enabled": "false",
 }
-
-
-class OracleMismatch(AssertionError):
-    """The balanced result differs from the plain Spark computation."""
+SIDES = ("R", "S")
 
 
 @dataclass(frozen=True)
@@ -111,72 +121,39 @@ class EngineConfig:
         return max(1, math.ceil(self.window_s / self.interval_s - 1e-9))
 
 
-@dataclass
-class BatchResult:
-    batch: int
-    input_tuples: int
-    #: Tuples each node's task read from the routing shuffle (replicas included).
-    node_received: np.ndarray
-    #: Summed executorRunTime (wall) of each node's tasks in the batch's node stages (s).
-    node_run_time_s: np.ndarray
-    #: State tuples held by each node after the batch (before the plan's migration).
-    node_state: np.ndarray
-    result_rows: int
-    routing_table_entries: int
-    oracle_passed: bool
-    wall_s: float
-    answer: Any = None
-    plan: MigrationPlan | None = None
-    #: State tuples the plan made after this batch moved (counted by Spark).
-    migrated_tuples: float = 0.0
-    #: Wall time of applying that migration (s), before the next batch.
-    migrate_s: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
-    #: Summed executorCpuTime of each node's tasks in the batch's node stages (s): the
-    #: work the node did. None when an executor could not measure it (then wall is used).
-    node_cpu_time_s: np.ndarray | None = None
-
-    @property
-    def node_work_s(self) -> np.ndarray:
-        """What makespan is computed from: CPU time where measured, else wall run time."""
-        return self.node_cpu_time_s if self.node_cpu_time_s is not None else self.node_run_time_s
-
-    @property
-    def makespan_s(self) -> float:
-        return float(self.node_work_s.max())
-
-    @property
-    def ideal_makespan_s(self) -> float:
-        return float(self.node_work_s.mean())
-
-    @property
-    def makespan_wall_s(self) -> float:
-        return float(self.node_run_time_s.max())
-
-    @property
-    def imbalance_max_over_mean(self) -> float:
-        return imbalance(self.node_received)
-
-    @property
-    def received_tuples(self) -> int:
-        return int(self.node_received.sum())
-
-    @property
-    def nodes_used(self) -> int:
-        return int(np.count_nonzero((self.node_received > 0) | (self.node_state > 0)))
-
-    @property
-    def replication_factor(self) -> float:
-        return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
-
-
 def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
     """The stream with its micro-batch (same IEEE expression as ``replay.batch_index``)."""
     batch = F.least(F.floor(F.col("event_time_s") / F.lit(interval_s)), F.lit(n_batches - 1))
     return df.withColumn("batch", batch.cast("bigint"))
 
 
-class Engine:
+@dataclass
+class Piece:
+    """Stored join tuples (both sides), kept on their nodes (partition ``i`` = node
+    ``i``) and written once: a batch's stored rows are its cached routed rows (caching
+    them is the receive stage's work), a migration's are ``localCheckpoint``-ed.
+    ``newest_batch`` bounds their event times (for window expiry)."""
+
+    newest_batch: int
+    #: The stored rows (``BATCH_COLUMNS``, ``node``, ``_surrogate``).
+    frame: DataFrame
+    #: What holds them in memory (released when the piece is dropped).
+    base: DataFrame
+
+    @classmethod
+    def written(cls, newest_batch: int, rows: DataFrame) -> Piece:
+        frame = rows.localCheckpoint(eager=True)
+        return cls(newest_batch, frame, frame)
+
+    def release(self) -> None:
+        self.base.unpersist()
+
+
+def _union(frames: list[DataFrame]) -> DataFrame | None:
+    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+
+class Engine(MicroBatchLoop):
     """Runs one workload under one router; see the module docstring."""
 
     def __init__(
@@ -187,47 +164,41 @@ class Engine:
         router: SparkRouter,
         name: str,
         on_batch: Callable[[BatchResult], None] | None = None,
+        harness_hook: Callable[[str], None] | None = None,
     ) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.stream = stream
-        self.config = config
+        super().__init__(spark, stream, config, name, on_batch, harness_hook)
         self.router = router
-        self.name = name
-        self.on_batch = on_batch
-        self.reader = TaskMetricsReader(self.sc)
-        self.n = config.n_nodes
         self.surrogates = F.array(
             *[F.lit(int(v)).cast("bigint") for v in partition_surrogates(self.n)]
         )
-        counts = stream.groupBy("batch").count().collect()
-        #: Input tuples per batch (counted once).
-        self.batch_tuples = {int(r["batch"]): int(r["count"]) for r in counts}
+        counts = stream.groupBy("batch", "side").count().collect()
+        #: Input tuples per (batch, side) (counted once).
+        self.side_tuples = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in counts}
+        #: Aggregation state: partial counts per (node, key, slice).
         self.state: DataFrame | None = None
+        #: Join state: the stored tuples of each side, in pieces.
+        self.pieces: list[Piece] = []
         self.state_key = np.zeros(0, dtype=np.int64)
         self.state_node = np.zeros(0, dtype=np.int32)
 
-    # ---- the loop ---------------------------------------------------------------------
-    def run(self) -> list[BatchResult]:
-        saved = {k: self.spark.conf.get(k, None) for k in ENGINE_CONF}
-        for k, v in ENGINE_CONF.items():
-            self.spark.conf.set(k, v)
-        try:
-            return [self._batch(b) for b in range(self.config.n_batches)]
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    self.spark.conf.unset(k)
-                else:
-                    self.spark.conf.set(k, v)
+    def conf(self) -> dict[str, str]:
+        return dict(ENGINE_CONF)
 
-    def _group(self, b: int, phase: str) -> str:
-        group = f"balancebench-{self.name}-b{b}-{phase}-{time.time_ns()}"
-        self.sc.setJobGroup(group, f"{self.name} batch {b}: {phase}")
-        return group
+    def close(self) -> None:
+        """Release the state: a later run in the same application must not find this
+        run's cached rows (an identical plan would be served from them, unmeasured)."""
+        for piece in self.pieces:
+            piece.release()
+        self.pieces = []
+        if self.state is not None:
+            self.state.unpersist()
+            self.state = None
 
-    def _batch(self, b: int) -> BatchResult:
-        started = time.perf_counter()
+    def batch_tuples(self, b: int) -> int:
+        return sum(c for (j, _), c in self.side_tuples.items() if j == b)
+
+    # ---- one batch ----------------------------------------------------------------------
+    def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         cfg = self.config
         batch = self.stream.where(F.col("batch") == b).select(*BATCH_COLUMNS)
         ctx = RouteContext(
@@ -239,82 +210,115 @@ class Engine:
             self.state_node,
         )
         entries = self.router.routing_table_entries
-        phases: dict[str, float] = {}
-        clock = time.perf_counter()
-
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            phases[f"phase_{name}_s"] = now - clock
-            clock = now
-
-        # Routing decisions (per-sender strategies run Spark jobs here) are upstream work;
-        # the measured "route" group is the shuffle that ships the copies to the nodes.
-        self._group(b, "prepare")
+        # Per-sender routing decisions (pkg & co.) run Spark jobs while the plan is built.
+        g_prepare = self.group(b, "prepare")
         routed = partition_by_node(self.router.route(batch, ctx), self.n).persist()
-        g_route = self._group(b, "route")
+        g_route = self.group(b, "route")
         routed.write.format("noop").mode("overwrite").save()
-        lap("route")
+        clock.lap("route")
         if cfg.workload.operator == AGGREGATE:
-            groups, new_state, answer = self._aggregate(b, routed)
+            groups, state_after, answer = self._aggregate(b, routed)
         else:
-            groups, new_state, answer = self._join(b, routed)
-        lap("operator")
-        times = node_times(self.reader, [g_route, *groups], self.n)
-        lap("task_metrics")
-        self._group(b, "oracle")
-        passed, result_rows, shown = self._oracle(b, answer)
-        lap("oracle")
-        self._group(b, "stats")
-        stats, received = self._stats(routed, new_state)
-        if not np.array_equal(received, times.records_read):
+            groups, state_after, answer = self._join(b, routed)
+        clock.lap("operator")
+        prepared = self.work(g_prepare, ROUTE_PYTHON if self.router.routes_in_python else ROUTE)
+        received_work = self.work(g_route, ROUTE)
+        stage_work = {
+            "receive": received_work,
+            **{k: self.work(g, NODE) for k, g in groups.items()},
+        }
+        node_work = list(stage_work.values())
+        clock.lap("task_metrics")
+        self.group(b, "oracle")
+        passed, result_rows, shown = check_batch(self.stream, cfg, b, answer)
+        clock.lap("oracle")
+        self.group(b, "stats")
+        stats, received = self._stats(routed, state_after)
+        if not np.array_equal(received, received_work.node_records_read):
             raise RuntimeError(
                 f"{self.name}: tuples routed per node {received.tolist()} differ from the rows "
-                f"Spark's node tasks read {times.records_read.tolist()}"
+                f"Spark's node tasks read {received_work.node_records_read.tolist()}"
             )
         node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n)
-        routed.unpersist()
+        if cfg.workload.operator == AGGREGATE:
+            routed.unpersist()  # a join keeps its routed rows as the batch's new piece
         answer.unpersist()
-        self._set_state(new_state, stats)
-        lap("stats")
+        self._commit(state_after, stats)
+        clock.lap("stats")
         result = BatchResult(
             batch=b,
-            input_tuples=self.batch_tuples.get(b, 0),
+            input_tuples=self.batch_tuples(b),
             node_received=received,
-            node_run_time_s=times.run_time_s,
-            node_cpu_time_s=times.cpu_time_s,
+            node_run_time_s=sum(w.node_run_s for w in node_work),
+            node_cpu_time_s=sum(w.node_cpu_s for w in node_work),
             node_state=node_state,
             result_rows=result_rows,
             routing_table_entries=entries,
             oracle_passed=passed,
-            wall_s=time.perf_counter() - started,
             answer=shown,
-            extra=phases,
+            route_work_s=prepared.route_work_s + received_work.route_work_s,
+            senders=self.router.senders or self.senders,
+            extra={f"node_work_{k}_s": float(w.node_cpu_s.sum()) for k, w in stage_work.items()},
         )
         if passed and b < cfg.n_batches - 1:
             reassignment = self.router.after_batch(stats)
+            clock.lap("plan")
             if reassignment is not None:
                 result.plan = reassignment.plan
                 if len(reassignment):
-                    moved_started = time.perf_counter()
-                    result.migrated_tuples = self._migrate(b, reassignment)
+                    g_migrate = self.group(b, "migrate")
+                    arrived = self._migrate(b, reassignment)
+                    result.migration = self.work(g_migrate, MIGRATE)
+                    self.group(b, "migrate_count")
+                    result.migrated_tuples = self._count_and_release(arrived)
                     self._track_moved_state(reassignment)
-                    result.migrate_s = time.perf_counter() - moved_started
-        if self.on_batch is not None:
-            self.on_batch(result)
-        if not passed:
-            raise OracleMismatch(
-                f"batch {b}: {self.name} on {cfg.workload.name} differs from plain Spark SQL: "
-                f"{shown}"
-            )
+                    clock.lap("migrate")
         return result
+
+    def _state_frame(self, state: Any = None) -> DataFrame | None:
+        """All state rows (aggregation: the partial counts; join: every piece, rows older
+        than the window's horizon left out)."""
+        if self.config.workload.operator == AGGREGATE:
+            return self.state if state is None else state
+        pieces = self.pieces if state is None else state
+        frames = [p.frame for p in pieces]
+        horizon = self._horizon(self._last_batch)
+        out = _union(frames)
+        if out is not None and horizon is not None:
+            out = out.where(F.col("event_time_s") >= horizon)
+        return out
+
+    def _horizon(self, b: int) -> float | None:
+        """Oldest event time a window join keeps after batch ``b`` (None: full history)."""
+        cfg = self.config
+        if cfg.window_s <= 0:
+            return None
+        return (b + 1) * cfg.interval_s - cfg.window_s
+
+    _last_batch = -1
+
+    def _commit(self, state_after: Any, stats: BatchStats) -> None:
+        if self.config.workload.operator == AGGREGATE:
+            if self.state is not None:
+                self.state.unpersist()
+            self.state = state_after
+        else:
+            kept = {id(p.base) for p in state_after}
+            for p in self.pieces:
+                if id(p.base) not in kept:
+                    p.release()
+            self.pieces = state_after
+        held = stats.state > 0
+        self.state_key = stats.key[held]
+        self.state_node = stats.node[held].astype(np.int32)
 
     def _track_moved_state(self, moves: Reassignment) -> None:
         """Where state is after a migration, for the next batch's probes: a move adds its
         destination as a holder of the key (the source may still hold part of it)."""
         if moves.state_rows is not None:
-            assert self.state is not None
-            held = self.state.select("key", "node").distinct().toArrow()
+            frame = self._state_frame()
+            assert frame is not None
+            held = frame.select("key", "node").distinct().toArrow()
             self.state_key = held.column("key").to_numpy().astype(np.int64)
             self.state_node = held.column("node").to_numpy().astype(np.int32)
             return
@@ -323,25 +327,22 @@ class Engine:
         packed = np.unique(key * self.n + node)
         self.state_key, self.state_node = packed // self.n, (packed % self.n).astype(np.int32)
 
-    def _set_state(self, new_state: DataFrame, stats: BatchStats) -> None:
-        if self.state is not None:
-            self.state.unpersist()
-        self.state = new_state
-        held = stats.state > 0
-        self.state_key = stats.key[held]
-        self.state_node = stats.node[held].astype(np.int32)
-
-    def _stats(self, routed: DataFrame, state: DataFrame) -> tuple[BatchStats, np.ndarray]:
+    def _stats(self, routed: DataFrame, state_after: Any) -> tuple[BatchStats, np.ndarray]:
         """Per (key, node): tuples stored in the batch (``load``) and state held after it;
         and per node the tuples it received (stored and probe copies). One Spark job."""
-        is_store = (F.col("role") == STORE).cast("long")
+        is_store = F.col("role").isin(*STORES).cast("long")
         sent = routed.groupBy("key", "node").agg(
             F.count(F.lit(1)).cast("double").alias("received"),
             F.sum(is_store).cast("double").alias("load"),
         )
-        weight = F.col("count") if "count" in state.columns else F.lit(1)
-        held = state.groupBy("key", "node").agg(F.sum(weight).cast("double").alias("state"))
-        both = held.join(sent, ["key", "node"], "full").fillna(0.0).toArrow()
+        state = self._state_frame(state_after)
+        if state is None:
+            both = sent.withColumn("state", F.lit(0.0))
+        else:
+            weight = F.col("count") if "count" in state.columns else F.lit(1)
+            held = state.groupBy("key", "node").agg(F.sum(weight).cast("double").alias("state"))
+            both = held.join(sent, ["key", "node"], "full").fillna(0.0)
+        both = both.toArrow()
         node = both.column("node").to_numpy().astype(np.int32)
         received = np.bincount(
             node, weights=both.column("received").to_numpy(), minlength=self.n
@@ -356,29 +357,51 @@ class Engine:
 
     # ---- aggregation --------------------------------------------------------------------
     def _aggregate(self, b: int, routed: DataFrame) -> tuple:
+        """Each node counts its tuples per key into its partial counts (one slice per batch
+        inside a window; one slice in all for full history), then every key's partials are
+        merged at the key's home node ``F(k)``: a split key's partials travel there."""
         cfg = self.config
-        g_op = self._group(b, "operator")
+        g_op = self.group(b, "operator")
+        window = cfg.window_batches
+        slice_ = F.lit(b if window is not None else 0).cast("bigint")
         partial = (
             routed.groupBy("_surrogate", "node", "key")
             .agg(F.count(F.lit(1)).alias("count"))
-            .withColumn("slice", F.lit(b).cast("bigint"))
+            .withColumn("slice", slice_)
             .select("_surrogate", "node", "key", "slice", "count")
         )
         merged = partial if self.state is None else self.state.unionByName(partial)
-        if cfg.window_batches is not None:
-            merged = merged.where(F.col("slice") > b - cfg.window_batches)
+        if window is not None:
+            merged = merged.where(F.col("slice") > b - window)
+        else:
+            # Full history: one running count per (node, key), updated in place.
+            merged = merged.groupBy("_surrogate", "node", "key", "slice").agg(
+                F.sum("count").alias("count")
+            )
         new_state = merged.localCheckpoint(eager=True)
-        self._group(b, "merge")
-        answer = new_state.groupBy("key").agg(F.sum("count").alias("count")).persist()
-        answer.write.format("noop").mode("overwrite").save()
-        return [g_op], new_state, answer
+        g_merge = self.group(b, "merge")
+        per_node = new_state.groupBy("_surrogate", "node", "key").agg(F.sum("count").alias("count"))
+        at_home = per_node.drop("_surrogate").withColumn("node", home_node("key", self.n))
+        answer = (
+            partition_by_node(at_home, self.n)
+            .groupBy("_surrogate", "key")
+            .agg(F.sum("count").alias("count"))
+            .select("key", "count")
+            # The answer is materialised the way the baselines' sink does it.
+            .localCheckpoint(eager=True)
+        )
+        return {"operator": g_op, "merge": g_merge}, new_state, answer
 
     # ---- join ---------------------------------------------------------------------------
     def _join(self, b: int, routed: DataFrame) -> tuple:
+        """Probes (``probe``/``both`` rows) pair with the batch's stored rows and with the
+        stored pieces of the other side; the probes are the hash table, the stored pieces
+        stream through it, and the batch's stored rows become one new piece per side."""
         cfg = self.config
-        g_op = self._group(b, "operator")
-        store = routed.where(F.col("role") == STORE).drop("role")
-        probe = routed.where(F.col("role") == PROBE).drop("role")
+        self._last_batch = b
+        g_op = self.group(b, "operator")
+        store = routed.where(F.col("role").isin(*STORES)).drop("role")
+        probe = routed.where(F.col("role").isin(*PROBES)).drop("role")
         width = cfg.band_width if cfg.workload.operator == BAND_JOIN else 0
         if width:
             probe = probe.withColumn(
@@ -387,51 +410,166 @@ class Engine:
         else:
             probe = probe.withColumn("_match", F.col("key"))
         # The side a probe pairs with, as an equality: Spark then hashes on (node, key,
-        # side) instead of pairing every probe with its own side's stored tuples of the key
-        # and filtering afterwards (quadratic in a hot key's tuples).
+        # side) instead of pairing every probe with its own side's stored tuples.
         probe = probe.withColumn(
             "_other_side", F.when(F.col("side") == "R", F.lit("S")).otherwise(F.lit("R"))
         )
-        stored_sources = [store] if self.state is None else [self.state, store]
-        pairs = None
-        for stored in stored_sources:
-            p, s = probe.alias("p"), stored.alias("s")
-            cond = (
-                (F.col("p._surrogate") == F.col("s._surrogate"))
-                & (F.col("p._match") == F.col("s.key"))
-                & (F.col("p._other_side") == F.col("s.side"))
-                & (F.col("s.tuple_id") < F.col("p.tuple_id"))
-            )
-            if cfg.window_s > 0:
-                cond = cond & (F.col("p.event_time_s") - F.col("s.event_time_s") <= cfg.window_s)
-            found = p.join(s, cond).select(
-                F.when(F.col("p.side") == "R", F.col("p.tuple_id"))
-                .otherwise(F.col("s.tuple_id"))
-                .alias("r_id"),
-                F.when(F.col("p.side") == "R", F.col("s.tuple_id"))
-                .otherwise(F.col("p.tuple_id"))
-                .alias("s_id"),
-            )
-            pairs = found if pairs is None else pairs.unionByName(found)
-        pairs = pairs.persist()
-        pairs.write.format("noop").mode("overwrite").save()
-        g_state = self._group(b, "state")
-        merged = store if self.state is None else self.state.unionByName(store)
-        if cfg.window_s > 0:
-            horizon = (b + 1) * cfg.interval_s - cfg.window_s
-            merged = merged.where(F.col("event_time_s") >= horizon)
-        new_state = merged.localCheckpoint(eager=True)
-        return [g_op, g_state], new_state, pairs
+        found = [self._pairs(probe, store, same_batch=True)]
+        for side in SIDES:
+            # One join per side: the union of a side's pieces keeps their node partitioning
+            # (spark.sql.unionOutputPartitioning), so each node's task scans its own rows.
+            stored = _union([p.frame.where(F.col("side") == side) for p in self.pieces])
+            if stored is not None:
+                found.append(self._pairs(probe.where(F.col("_other_side") == side), stored))
+        pairs = _union(found)
+        assert pairs is not None
+        # The new pairs are materialised the way the baselines' sink does it.
+        pairs = pairs.localCheckpoint(eager=True)
+        horizon = self._horizon(b)
+        kept = [
+            p
+            for p in self.pieces
+            if horizon is None or (p.newest_batch + 1) * cfg.interval_s > horizon
+        ]
+        # The batch's stored rows stay where the receive stage cached them: no copy.
+        kept.append(Piece(b, store, routed))
+        return {"operator": g_op}, kept, pairs
 
-    def _oracle(self, b: int, answer: DataFrame) -> tuple[bool, int, Any]:
-        return check_batch(self.stream, self.config, b, answer)
+    def _pairs(self, probe: DataFrame, stored: DataFrame, same_batch: bool = False) -> DataFrame:
+        """``(r_id, s_id)`` of every probe with a stored tuple of the other side that
+        arrived earlier (within the window), on the probe's node."""
+        cfg = self.config
+        p, s = probe.alias("p"), stored.alias("s")
+        cond = (
+            (F.col("p._surrogate") == F.col("s._surrogate"))
+            & (F.col("p._match") == F.col("s.key"))
+            & (F.col("s.tuple_id") < F.col("p.tuple_id"))
+        )
+        if same_batch:
+            cond = cond & (F.col("p._other_side") == F.col("s.side"))
+        if cfg.window_s > 0:
+            cond = cond & (F.col("p.event_time_s") - F.col("s.event_time_s") <= cfg.window_s)
+        # The batch's probes are the build side; stored tuples stream through.
+        joined = s.join(p.hint("shuffle_hash"), cond)
+        return joined.select(
+            F.when(F.col("p.side") == "R", F.col("p.tuple_id"))
+            .otherwise(F.col("s.tuple_id"))
+            .alias("r_id"),
+            F.when(F.col("p.side") == "R", F.col("s.tuple_id"))
+            .otherwise(F.col("p.tuple_id"))
+            .alias("s_id"),
+        )
 
     # ---- migration ----------------------------------------------------------------------
-    def _replace_state(self, state_rows: Callable[[DataFrame], DataFrame]) -> float:
+    def _count_and_release(self, arrived: list[tuple[DataFrame, Any]]) -> float:
+        """State tuples that moved (harness bookkeeping, after the migration's jobs)."""
+        total = 0.0
+        for frame, weight in arrived:
+            total += float(frame.agg(F.sum(weight)).collect()[0][0] or 0)
+            frame.unpersist()
+        return total
+
+    def _migrate(self, b: int, moves: Reassignment) -> list[tuple[DataFrame, Any]]:
+        """Apply a reassignment to the state; returns the rows that arrived on a new node
+        (persisted, with their tuple weight) for counting."""
+        if moves.state_rows is not None:
+            return self._replace_state(b, moves.state_rows)
+        seg = self.spark.createDataFrame(
+            pa.table(
+                {
+                    "_mk": pa.array(moves.key),
+                    "_mfrom": pa.array(moves.from_node),
+                    "_mto": pa.array(moves.to_node),
+                    "_mlo": pa.array(moves.lo_units),
+                    "_mhi": pa.array(moves.hi_units),
+                }
+            )
+        )
+        if self.config.workload.operator == AGGREGATE:
+            assert self.state is not None
+            stay, arrived = self._split_counts(self.state, seg)
+            arrived = arrived.persist()
+            new_state = stay.unionByName(arrived).localCheckpoint(eager=True)
+            self.state.unpersist()
+            self.state = new_state
+            return [(arrived, F.col("count"))]
+        stays: list[Piece] = []
+        movers: list[DataFrame] = []
+        for piece in self.pieces:
+            stay, arrived = self._split_tuples(piece.frame, seg)
+            stays.append(Piece.written(piece.newest_batch, stay))
+            movers.append(arrived)
+            piece.release()
+        rows = _union(movers)
+        assert rows is not None
+        rows = rows.repartition(self.n, "_surrogate").persist()
+        stays.append(Piece.written(b, rows))
+        self.pieces = stays
+        return [(rows, F.lit(1))]
+
+    def _split_tuples(self, state: DataFrame, seg: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """Stored tuples that stay, and those that move (a tuple moves by a hash of its id
+        falling in a moved segment of its part), already on their new node."""
+        columns = state.columns
+        unit = F.pmod(
+            F.hash(F.col("tuple_id"), F.lit(MIGRATION_SALT).cast("bigint")),
+            F.lit(FRACTION_UNITS),
+        )
+        on_part = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
+        hit = on_part & (unit >= seg["_mlo"]) & (unit < seg["_mhi"])
+        tagged = state.join(F.broadcast(seg), hit, "left")
+        stay = tagged.where(F.col("_mto").isNull()).select(*columns)
+        arrived = (
+            tagged.where(F.col("_mto").isNotNull())
+            .withColumn("node", F.col("_mto"))
+            .withColumn("_surrogate", F.element_at(self.surrogates, F.col("_mto") + 1))
+            .select(*columns)
+        )
+        return stay, arrived
+
+    def _split_counts(self, state: DataFrame, seg: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """Partial counts: a part's count splits by the moved shares, floor(c * hi) -
+        floor(c * lo) per segment, so the pieces sum to at most c; the rest stays."""
+        columns = state.columns
+        on_part = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
+        piece = F.floor(F.col("count") * F.col("_mhi") / FRACTION_UNITS) - F.floor(
+            F.col("count") * F.col("_mlo") / FRACTION_UNITS
+        )
+        moved = (
+            state.join(F.broadcast(seg), on_part, "inner")
+            .select("key", "slice", "_mfrom", F.col("_mto").alias("node"), piece.alias("count"))
+            .where(F.col("count") > 0)
+        )
+        gone = moved.groupBy("key", "slice", "_mfrom").agg(F.sum("count").alias("_gone"))
+        gone = gone.withColumnRenamed("key", "_gkey").withColumnRenamed("slice", "_gslice")
+        stay = (
+            state.join(
+                F.broadcast(gone),
+                (state["key"] == gone["_gkey"])
+                & (state["slice"] == gone["_gslice"])
+                & (state["node"] == gone["_mfrom"]),
+                "left",
+            )
+            .withColumn("count", F.col("count") - F.coalesce(F.col("_gone"), F.lit(0)))
+            .where(F.col("count") > 0)
+            .select(*columns)
+        )
+        arrived = (
+            moved.groupBy("key", "node", "slice")
+            .agg(F.sum("count").cast("bigint").alias("count"))
+            .withColumn("_surrogate", F.element_at(self.surrogates, F.col("node") + 1))
+            .select(*columns)
+            .repartition(self.n, "_surrogate")
+        )
+        return stay, arrived
+
+    def _replace_state(
+        self, b: int, state_rows: Callable[[DataFrame], DataFrame]
+    ) -> list[tuple[DataFrame, Any]]:
         """State rows recomputed by a join architecture (e.g. a grown grid): rows whose
         node is unchanged stay in place, the others (and new copies) are shipped. Moved
         tuples = rows on a node that did not hold them before."""
-        state = self.state
+        state = self._state_frame()
         assert state is not None
         columns = state.columns
         fresh = state_rows(state).select(*[c for c in columns if c != "_surrogate"])
@@ -446,94 +584,12 @@ class Engine:
         kept = tagged.where(F.col("_kept")).select(*columns)
         arrived = tagged.where(~F.coalesce(F.col("_kept"), F.lit(False))).select(*columns)
         arrived = arrived.repartition(self.n, "_surrogate").persist()
-        moved_tuples = arrived.count()
         new_state = kept.repartition(self.n, "_surrogate").unionByName(arrived)
-        new_state = new_state.localCheckpoint(eager=True)
-        arrived.unpersist()
-        state.unpersist()
-        self.state = new_state
-        return float(moved_tuples)
-
-    def _migrate(self, b: int, moves: Reassignment) -> float:
-        """Apply a reassignment to the state; returns the state tuples that moved."""
-        self._group(b, "migrate")
-        if moves.state_rows is not None:
-            return self._replace_state(moves.state_rows)
-        seg = self.spark.createDataFrame(
-            pa.table(
-                {
-                    "_mk": pa.array(moves.key),
-                    "_mfrom": pa.array(moves.from_node),
-                    "_mto": pa.array(moves.to_node),
-                    "_mlo": pa.array(moves.lo_units),
-                    "_mhi": pa.array(moves.hi_units),
-                }
-            )
-        )
-        state = self.state
-        assert state is not None
-        columns = state.columns
-        is_count = "count" in columns
-        on_part = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
-        if is_count:
-            # A partial count of a part splits by the moved shares: floor(c * hi) -
-            # floor(c * lo) per segment, so the pieces sum to at most c; the rest stays.
-            piece = F.floor(F.col("count") * F.col("_mhi") / FRACTION_UNITS) - F.floor(
-                F.col("count") * F.col("_mlo") / FRACTION_UNITS
-            )
-            moved = (
-                state.join(F.broadcast(seg), on_part, "inner")
-                .select("key", "slice", "_mfrom", F.col("_mto").alias("node"), piece.alias("count"))
-                .where(F.col("count") > 0)
-                .persist()
-            )
-            gone = moved.groupBy("key", "slice", "_mfrom").agg(F.sum("count").alias("_gone"))
-            gone = gone.withColumnRenamed("key", "_gkey").withColumnRenamed("slice", "_gslice")
-            stay = (
-                state.join(
-                    F.broadcast(gone),
-                    (state["key"] == gone["_gkey"])
-                    & (state["slice"] == gone["_gslice"])
-                    & (state["node"] == gone["_mfrom"]),
-                    "left",
-                )
-                .withColumn("count", F.col("count") - F.coalesce(F.col("_gone"), F.lit(0)))
-                .where(F.col("count") > 0)
-                .select(*columns)
-            )
-            arrived = (
-                moved.groupBy("key", "node", "slice")
-                .agg(F.sum("count").cast("bigint").alias("count"))
-                .withColumn("_surrogate", F.element_at(self.surrogates, F.col("node") + 1))
-                .select(*columns)
-                .repartition(self.n, "_surrogate")
-            )
-            weight = F.col("count")
-        else:
-            unit = F.pmod(
-                F.hash(F.col("tuple_id"), F.lit(MIGRATION_SALT).cast("bigint")),
-                F.lit(FRACTION_UNITS),
-            )
-            hit = on_part & (unit >= seg["_mlo"]) & (unit < seg["_mhi"])
-            tagged = state.join(F.broadcast(seg), hit, "left")
-            stay = tagged.where(F.col("_mto").isNull()).select(*columns)
-            arrived = (
-                tagged.where(F.col("_mto").isNotNull())
-                .withColumn("node", F.col("_mto"))
-                .withColumn("_surrogate", F.element_at(self.surrogates, F.col("_mto") + 1))
-                .select(*columns)
-                .repartition(self.n, "_surrogate")
-            )
-            weight = F.lit(1)
-        arrived = arrived.persist()
-        moved_tuples = arrived.agg(F.sum(weight)).collect()[0][0] or 0
-        new_state = stay.unionByName(arrived).localCheckpoint(eager=True)
-        arrived.unpersist()
-        if is_count:
-            moved.unpersist()
-        self.state.unpersist()
-        self.state = new_state
-        return float(moved_tuples)
+        written = Piece.written(b, new_state)
+        for p in self.pieces:
+            p.release()
+        self.pieces = [written]
+        return [(arrived, F.lit(1))]
 
 
 def expected_answer(stream: DataFrame, config: EngineConfig, b: int) -> DataFrame:

@@ -238,13 +238,3 @@ class BiStreamRouter(_ArchitectureRouter):
         layout = self._layout(batch, ctx)
         width = ctx.band_width if ctx.operator == BAND_JOIN else 0
         return bi_rows(batch, layout, width)
-
-
-def router_for(strategy: Strategy, n_nodes: int, tolerance: float) -> SparkRouter:
-    """The Spark router of a join architecture (``make_router`` for kind
-    ``join_architecture``)."""
-    if isinstance(strategy, DynamicJoin):
-        return DynamicRouter(strategy, n_nodes, tolerance)
-    if isinstance(strategy, BiStream):
-        return BiStreamRouter(strategy, n_nodes, tolerance)
-    raise ValueError(f"{strategy.name!r} is not a join architecture")

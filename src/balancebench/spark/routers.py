@@ -2,10 +2,11 @@
 
 A :class:`SparkRouter` turns a batch ``(side, tuple_id, key, event_time_s, payload)``
 into one row per copy, with ``node`` and ``role``: ``store`` (the node keeps the tuple
-as state: a stored join tuple, or the node that counts it in an aggregation) or
-``probe`` (the node joins the tuple against what it stores). After the batch it reads
-the batch's statistics and may say how state moves before the next batch
-(:class:`Reassignment`).
+as state: a stored join tuple, or the node that counts it in an aggregation),
+``probe`` (the node joins the tuple against what it stores) or ``both`` (one copy that
+the node stores and probes with: a tuple is sent once to a node that does both). After
+the batch it reads the batch's statistics and may say how state moves before the next
+batch (:class:`Reassignment`).
 
 Key-level strategies (paper 000 Algorithm 1, :class:`KeyLevelRouter`):
 
@@ -46,7 +47,9 @@ from balancebench.strategies import MigrationPlan, Strategy
 from balancebench.workloads import AGGREGATE, BAND_JOIN
 
 BATCH_COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload"]
-STORE, PROBE = "store", "probe"
+STORE, PROBE, BOTH = "store", "probe", "both"
+#: Roles of the rows a node stores, and of the rows it probes with.
+STORES, PROBES = (STORE, BOTH), (PROBE, BOTH)
 
 
 @dataclass
@@ -152,6 +155,11 @@ class RouteContext:
 class SparkRouter(ABC):
     """One strategy's placement of tuples on the nodes of the stateful stage."""
 
+    #: Senders of the routing stage (None: the input partitions of the stream).
+    senders: int | None = None
+    #: The routing decisions run in Python workers (their work is measured as run time).
+    routes_in_python: bool = False
+
     def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
         self.strategy = strategy
         self.n_nodes = n_nodes
@@ -231,12 +239,11 @@ class KeyLevelRouter(SparkRouter):
         return packed // self.n_nodes, (packed % self.n_nodes).astype(np.int32)
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
-        stored = _with_role(with_storage_node(ctx.spark, batch, self.table), STORE)
+        stored = with_storage_node(ctx.spark, batch, self.table)
         if ctx.operator == AGGREGATE:
-            return stored
+            return _with_role(stored, STORE)
         keys, nodes = self.probe_table(ctx)
-        probes = self._probe_rows(batch, ctx, keys, nodes)
-        return stored.unionByName(_with_role(probes, PROBE))
+        return self._copies(stored, ctx, keys, nodes)
 
     def band_probe_table(
         self, keys: np.ndarray, nodes: np.ndarray, width: int
@@ -270,26 +277,46 @@ class KeyLevelRouter(SparkRouter):
         packed = np.unique(np.r_[out_k, in_k].astype(np.int64) * self.n_nodes + np.r_[out_n, in_n])
         return packed // self.n_nodes, (packed % self.n_nodes).astype(np.int32)
 
-    def _probe_rows(
-        self, batch: DataFrame, ctx: RouteContext, keys: np.ndarray, nodes: np.ndarray
+    def _copies(
+        self, stored: DataFrame, ctx: RouteContext, keys: np.ndarray, nodes: np.ndarray
     ) -> DataFrame:
-        """One row per (probe tuple, node), unique by construction (no shuffle to dedupe)."""
+        """One row per (tuple, node) it is sent to: the storage node first (``both`` when
+        the tuple also probes there, else ``store``), then each other probe node
+        (``probe``); unique by construction (no shuffle to dedupe)."""
         width = ctx.band_width if ctx.operator == BAND_JOIN else 0
         keys, nodes = self.band_probe_table(keys, nodes, width)
         defaults = F.array_distinct(
             F.array(*[self.default_node(F.col("key") + o) for o in range(-width, width + 1)])
         )
         if len(keys):
+            # One row per key with its probe nodes, so the join does not multiply tuples.
+            order = np.argsort(keys, kind="stable")
+            uk, first = np.unique(keys[order], return_index=True)
+            sets = np.split(nodes[order].astype(np.int32), first[1:])
             table = ctx.spark.createDataFrame(
-                pa.table({"_pk": pa.array(keys), "_pnode": pa.array(nodes)})
+                pa.table(
+                    {
+                        "_pk": pa.array(uk),
+                        "_pnodes": pa.array([s.tolist() for s in sets], pa.list_(pa.int32())),
+                    }
+                )
             )
-            probes = batch.join(F.broadcast(table), batch["key"] == table["_pk"], "left")
-            node_set = F.when(F.col("_pnode").isNotNull(), F.array(F.col("_pnode"))).otherwise(
-                defaults
-            )
+            probes = stored.join(F.broadcast(table), stored["key"] == table["_pk"], "left")
+            node_set = F.coalesce(F.col("_pnodes"), defaults)
         else:
-            probes, node_set = batch, defaults
-        return probes.select(*BATCH_COLUMNS, F.explode(node_set).alias("node"))
+            probes, node_set = stored, defaults
+        copies = F.array_union(F.array(F.col("node").cast("int")), node_set.cast("array<int>"))
+        placed = probes.select(
+            *BATCH_COLUMNS,
+            F.array_contains(node_set, F.col("node")).alias("_probes_home"),
+            F.posexplode(copies).alias("_pos", "_copy"),
+        )
+        role = (
+            F.when(F.col("_pos") > 0, F.lit(PROBE))
+            .when(F.col("_probes_home"), F.lit(BOTH))
+            .otherwise(F.lit(STORE))
+        )
+        return placed.select(*BATCH_COLUMNS, F.col("_copy").alias("node"), role.alias("role"))
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
         loads = stats.loads()
@@ -302,10 +329,13 @@ class PerTupleRouter(SparkRouter):
     """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in order
     (``routing.with_per_tuple_node``); aggregations only; no plan, no migration."""
 
+    routes_in_python = True
+
     def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
         super().__init__(strategy, n_nodes, tolerance)
         self.sender_states: dict[int, Any] = {}
         self._pending: DataFrame | None = None
+        self.senders = int(strategy.settings["senders"])
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
         import pickle
@@ -329,15 +359,3 @@ class PerTupleRouter(SparkRouter):
             self._pending = None
         plan = self.strategy.plan(stats.loads(), n_nodes=self.n_nodes, tolerance=self.tolerance)
         return Reassignment.from_plan(plan, stats.loads())
-
-
-def make_router(strategy: Strategy, n_nodes: int, tolerance: float) -> SparkRouter:
-    """The Spark router of a library strategy."""
-    kind = getattr(strategy, "kind", "key_level")
-    if getattr(strategy, "per_tuple", False):
-        return PerTupleRouter(strategy, n_nodes, tolerance)
-    if kind == "key_level":
-        return KeyLevelRouter(strategy, n_nodes, tolerance)
-    from balancebench.spark import join_architectures
-
-    return join_architectures.router_for(strategy, n_nodes, tolerance)

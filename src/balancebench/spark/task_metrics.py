@@ -110,16 +110,8 @@ class TaskMetricsReader:
     def job_group_cpu_time_s(self, job_group: str) -> float:
         """Summed ``executorCpuTime`` (s) of every task of every executed stage of a
         finished job group (skipped stages count 0)."""
-        tracker = self.sc.statusTracker()
-        stage_ids = sorted(
-            {
-                sid
-                for job in tracker.getJobIdsForGroup(job_group)
-                for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
-            }
-        )
         total = 0.0
-        for sid in stage_ids:
+        for sid in _group_stage_ids(self, job_group):
             for t in self.stage_tasks(sid) or []:
                 total += t["taskMetrics"]["executorCpuTime"] / 1e9
         return total
@@ -155,50 +147,89 @@ class TaskMetricsReader:
         return None
 
 
-@dataclass(frozen=True)
-class NodeTimes:
-    """Per node, summed over the node stages of some job groups."""
-
-    #: executorRunTime (s): wall time the node's tasks ran.
-    run_time_s: np.ndarray
-    #: executorCpuTime (s): CPU time of the node's task threads.
-    cpu_time_s: np.ndarray
-    records_read: np.ndarray
-    stages: int
+#: Roles of a job group (what its tasks' work is charged as, ``metrics`` cost model).
+#: ``route``: stages that write a shuffle (or do not run one task per node) are the
+#: senders' routing work; the node-partitioned stages that read it are node work.
+#: ``route_python``: every stage is routing work, measured by executorRunTime (the JVM
+#: thread's CPU time misses the Python worker it waits for).
+#: ``node``: every node-partitioned stage is node work. ``migrate``: the same, plus the
+#: bytes each node's tasks write (send) and read (receive) through the shuffle.
+ROUTE, ROUTE_PYTHON, NODE, MIGRATE = "route", "route_python", "node", "migrate"
 
 
-def node_times(reader: TaskMetricsReader, groups: list[str], n_nodes: int) -> NodeTimes:
-    """Task metrics of the *node stages* of ``groups``, summed per node.
+@dataclass
+class GroupWork:
+    """Measured work of some job groups: per node (partition ``i`` = node ``i``; a stage
+    of ``k * n`` tasks runs task ``j`` on node ``j mod n``) and at the senders."""
 
-    A node stage runs one task per node: its tasks read node-partitioned data (partition
-    ``i`` = node ``i``; a union of such inputs has ``k * n`` tasks, task ``j`` on node
-    ``j mod n``) and it writes no shuffle (a stage that writes a shuffle is upstream of the
-    nodes: reading input, routing). Skipped stages (already computed) are ignored.
-    """
-    run = np.zeros(n_nodes)
-    cpu = np.zeros(n_nodes)
-    read = np.zeros(n_nodes, dtype=np.int64)
-    stages = 0
+    n_nodes: int
+    #: executorCpuTime (s) of the node's tasks: the work the node did.
+    node_cpu_s: np.ndarray = None  # type: ignore[assignment]
+    #: executorRunTime (s): wall time the node's tasks ran (waiting for a core included).
+    node_run_s: np.ndarray = None  # type: ignore[assignment]
+    #: Shuffle records the node's tasks read.
+    node_records_read: np.ndarray = None  # type: ignore[assignment]
+    node_sent_bytes: np.ndarray = None  # type: ignore[assignment]
+    node_received_bytes: np.ndarray = None  # type: ignore[assignment]
+    #: Summed work (s) of the routing tasks (CPU; run time for Python stages).
+    route_work_s: float = 0.0
+    stages: int = 0
+
+    def __post_init__(self) -> None:
+        n = self.n_nodes
+        for name in ("node_cpu_s", "node_run_s", "node_sent_bytes", "node_received_bytes"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(n))
+        if self.node_records_read is None:
+            self.node_records_read = np.zeros(n, dtype=np.int64)
+
+
+def _group_stage_ids(reader: TaskMetricsReader, group: str) -> list[int]:
     tracker = reader.sc.statusTracker()
-    for group in groups:
-        stage_ids = sorted(
-            {
-                sid
-                for job in tracker.getJobIdsForGroup(group)
-                for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
-            }
-        )
-        for sid in stage_ids:
-            tasks = reader.stage_tasks(sid)
-            if tasks is None or len(tasks) % n_nodes:
-                continue
-            if any(t["taskMetrics"]["shuffleWriteMetrics"]["recordsWritten"] for t in tasks):
-                continue
-            stages += 1
-            for t in tasks:
-                node = t["index"] % n_nodes
-                metrics = t["taskMetrics"]
-                run[node] += metrics["executorRunTime"] / 1e3
-                cpu[node] += metrics["executorCpuTime"] / 1e9
-                read[node] += metrics["shuffleReadMetrics"]["recordsRead"]
-    return NodeTimes(run, cpu, read, stages)
+    return sorted(
+        {
+            sid
+            for job in tracker.getJobIdsForGroup(group)
+            for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
+        }
+    )
+
+
+def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -> GroupWork:
+    """Task metrics of one finished job group, charged by its ``role`` (see above).
+    Skipped stages (already computed) count nothing."""
+    work = GroupWork(n_nodes)
+    for sid in _group_stage_ids(reader, group):
+        tasks = reader.stage_tasks(sid)
+        if not tasks:
+            continue
+        metrics = [t["taskMetrics"] for t in tasks]
+        cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
+        run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
+        writes = any(m["shuffleWriteMetrics"]["recordsWritten"] for m in metrics)
+        if role == ROUTE_PYTHON:
+            work.route_work_s += float(run.sum())
+            continue
+        if role == ROUTE and (writes or len(tasks) % n_nodes):
+            work.route_work_s += float(cpu.sum())
+            continue
+        if len(tasks) % n_nodes:
+            continue  # not one task per node: bookkeeping, not node work
+        work.stages += 1
+        nodes = np.array([t["index"] for t in tasks]) % n_nodes
+        np.add.at(work.node_cpu_s, nodes, cpu)
+        np.add.at(work.node_run_s, nodes, run)
+        read = [m["shuffleReadMetrics"] for m in metrics]
+        np.add.at(work.node_records_read, nodes, [r["recordsRead"] for r in read])
+        if role == MIGRATE:
+            np.add.at(
+                work.node_sent_bytes,
+                nodes,
+                [m["shuffleWriteMetrics"]["bytesWritten"] for m in metrics],
+            )
+            np.add.at(
+                work.node_received_bytes,
+                nodes,
+                [r.get("localBytesRead", 0) + r.get("remoteBytesRead", 0) for r in read],
+            )
+    return work

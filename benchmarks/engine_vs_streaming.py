@@ -1,0 +1,128 @@
+"""The engine against Spark's own stateful operator, side by side in one run (issue 12, 4a-c).
+
+    uv run python benchmarks/engine_vs_streaming.py            # eq5, sf 0.1, 10 batches
+    uv run python benchmarks/engine_vs_streaming.py --sf 0.05 --batches 10 --skew 1.2
+
+One Spark session (``local[*]``), ``--nodes`` nodes, full-history ``eq5`` (the TPC-H
+``Supplier ⋈ Lineitem`` join on ``suppkey``, both sides streamed). Every run goes through
+the runner registry exactly as a DAG run does, every batch checked by the oracle.
+Printed, from the measured batches under the cost model (``balancebench.metrics``):
+
+- (a) at Zipf s = 0: node CPU per input tuple (sum over nodes and batches of node work /
+  input tuples) of ``hash`` and of ``spark_streaming``; target hash <= 1.5x;
+- (b) per-batch node work of the full-history join (sum over nodes) at batch 8 over
+  batch 2, for ``hash`` and ``mnrt`` (equal batch sizes); target <= 1.3;
+- (c) at s = ``--skew`` (>= 1.0): mean per-batch service time (routing + slowest node,
+  batches 1..) of ``mnrt`` and of ``spark_streaming``; target mnrt below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+from balancebench.experiment import execute
+from balancebench.generators import generate
+from balancebench.params import validate_params
+from balancebench.paths import datasets_dir
+from balancebench.strategies import get_strategy, strategy_settings
+from balancebench.streams import build_stream
+from balancebench.workloads import get_workload
+
+
+def run(spark, df, interval, name: str, args: argparse.Namespace) -> list:
+    from balancebench.spark.engine import EngineConfig
+
+    params = validate_params(
+        {
+            "workload": "eq5",
+            "strategies": [name],
+            "n_nodes": args.nodes,
+            "n_batches": args.batches,
+            "window_s": 0.0,
+        }
+    )
+    config = EngineConfig(get_workload("eq5"), args.nodes, args.batches, interval, 0.0)
+    strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
+    return execute(spark, df, config, strategy, name, params)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor")
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--skew", type=float, default=1.2, help="Zipf s of (c), >= 1.0")
+    parser.add_argument("--rate", type=float, default=1_000_000.0, help="tuples per s")
+    args = parser.parse_args()
+    if args.batches < 9:
+        parser.error("--batches: at least 9 (target b compares batch 8 with batch 2)")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from balancebench.spark.engine import load_replay
+    from balancebench.spark.session import get_session
+
+    spark = get_session("balancebench-engine-vs-streaming", master="local[*]")
+    results: dict[tuple[float, str], list] = {}
+    for skew, names in (
+        (0.0, ["hash", "mnrt", "spark_streaming"]),
+        (args.skew, ["mnrt", "spark_streaming", "hash"]),
+    ):
+        folder, _ = generate(
+            "tpch", datasets_dir(), {"tpch_scale_factor": args.sf, "zipf_s": skew, "seed": 1}
+        )
+        stream = build_stream("eq5", folder, {"seed": 1, "input_rate_tuples_per_s": args.rate})
+        df, interval = load_replay(spark, stream, args.batches)
+        for name in names:
+            batches = run(spark, df, interval, name, args)
+            results[(skew, name)] = batches
+            work = [float(b.node_work_s.sum()) for b in batches]
+            service = [b.costs().service_s for b in batches]
+            print(
+                f"eq5 s={skew:<4} {name:>16}: tuples/batch "
+                f"{int(np.mean([b.input_tuples for b in batches])):,}, node work/batch (ms) "
+                f"{[round(w * 1e3) for w in work]}, service/batch (ms) "
+                f"{[round(s * 1e3) for s in service]}",
+                flush=True,
+            )
+        df.unpersist()
+
+    def per_tuple_us(key: tuple[float, str]) -> float:
+        batches = results[key]
+        work = sum(float(b.node_work_s.sum()) for b in batches)
+        return work / sum(b.input_tuples for b in batches) * 1e6
+
+    def growth(key: tuple[float, str]) -> float:
+        batches = results[key]
+        per = [float(b.node_work_s.sum()) / max(1, b.input_tuples) for b in batches]
+        return per[8] / per[2]
+
+    def service_ms(key: tuple[float, str]) -> float:
+        return float(np.mean([b.costs().service_s for b in results[key][1:]])) * 1e3
+
+    a_hash, a_ss = per_tuple_us((0.0, "hash")), per_tuple_us((0.0, "spark_streaming"))
+    print("\nTargets (issue 12, 4a-c):")
+    print(
+        f"  (a) s=0 node CPU per input tuple: hash {a_hash:.2f} us, spark_streaming "
+        f"{a_ss:.2f} us -> {a_hash / a_ss:.2f}x (<= 1.5: "
+        f"{'met' if a_hash <= 1.5 * a_ss else 'MISSED'})"
+    )
+    for skew, name in ((0.0, "hash"), (0.0, "mnrt"), (args.skew, "mnrt")):
+        g = growth((skew, name))
+        print(
+            f"  (b) s={skew} {name}: node work per tuple, batch 8 / batch 2 = {g:.2f} "
+            f"(<= 1.3: {'met' if g <= 1.3 else 'MISSED'})"
+        )
+    c_m, c_s = service_ms((args.skew, "mnrt")), service_ms((args.skew, "spark_streaming"))
+    c_h = service_ms((args.skew, "hash"))
+    print(
+        f"  (c) s={args.skew} per-batch service (batches 1..): mnrt {c_m:.0f} ms, "
+        f"spark_streaming {c_s:.0f} ms, hash {c_h:.0f} ms (mnrt below spark_streaming: "
+        f"{'met' if c_m < c_s else 'MISSED'})"
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""The one micro-batch loop every runner uses (engine routers, join architectures,
+Spark-native baselines), so every strategy is measured and charged the same way.
+
+A runner subclasses :class:`MicroBatchLoop` and implements :meth:`MicroBatchLoop.batch`:
+run batch ``b`` in Spark jobs, each under a job group named by :meth:`group`, and
+return a :class:`BatchResult`. The loop owns everything around it: the Spark SQL
+settings for the run (set, then restored), the phase clock (driver wall per phase,
+where the harness's time goes), the oracle check, the callback, and the failure on a
+mismatch. The cost model (``balancebench.metrics``) is applied to the results in one
+place, ``BatchResult.costs``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+
+from balancebench.loads import imbalance
+from balancebench.metrics import BatchCosts
+from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
+from balancebench.strategies import MigrationPlan
+
+
+class OracleMismatch(AssertionError):
+    """The balanced result differs from the plain Spark computation."""
+
+
+@dataclass
+class BatchResult:
+    """What one micro-batch produced and what it cost, as measured."""
+
+    batch: int
+    input_tuples: int
+    #: Tuples each node's task read from the routing shuffle (replicas included).
+    node_received: np.ndarray
+    #: Summed executorRunTime (wall) of each node's tasks in the batch's node stages (s).
+    node_run_time_s: np.ndarray
+    #: State tuples held by each node after the batch (before the plan's migration).
+    node_state: np.ndarray
+    result_rows: int
+    routing_table_entries: int
+    oracle_passed: bool
+    #: Driver wall time of the whole batch, its plan and migration included (s).
+    wall_s: float = 0.0
+    answer: Any = None
+    plan: MigrationPlan | None = None
+    #: State tuples the plan made after this batch moved (counted by Spark).
+    migrated_tuples: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+    #: Summed executorCpuTime of each node's tasks in the batch's node stages (s): the
+    #: work the node did. None when an executor could not measure it (then wall is used).
+    node_cpu_time_s: np.ndarray | None = None
+    #: Summed work of the routing-stage tasks (s) and the senders that share it.
+    route_work_s: float = 0.0
+    senders: int = 1
+    #: The migration after the batch: per node CPU in its tasks (s), bytes sent/received.
+    migration: GroupWork | None = None
+
+    @property
+    def node_work_s(self) -> np.ndarray:
+        """What makespan is computed from: CPU time where measured, else wall run time."""
+        return self.node_cpu_time_s if self.node_cpu_time_s is not None else self.node_run_time_s
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.node_work_s.max())
+
+    @property
+    def ideal_makespan_s(self) -> float:
+        return float(self.node_work_s.mean())
+
+    @property
+    def makespan_wall_s(self) -> float:
+        return float(self.node_run_time_s.max())
+
+    @property
+    def imbalance_max_over_mean(self) -> float:
+        return imbalance(self.node_received)
+
+    @property
+    def received_tuples(self) -> int:
+        return int(self.node_received.sum())
+
+    @property
+    def nodes_used(self) -> int:
+        return int(np.count_nonzero((self.node_received > 0) | (self.node_state > 0)))
+
+    @property
+    def replication_factor(self) -> float:
+        return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
+
+    def costs(self) -> BatchCosts:
+        """The batch as the cost model's input (``metrics.BatchCosts``)."""
+        m = self.migration
+        empty = np.zeros(0)
+        return BatchCosts(
+            batch=self.batch,
+            input_tuples=self.input_tuples,
+            node_work_s=self.node_work_s,
+            route_work_s=self.route_work_s,
+            senders=self.senders,
+            plan_s=self.plan.plan_time_ms / 1e3 if self.plan is not None else 0.0,
+            migration_work_s=m.node_cpu_s if m is not None else empty,
+            migration_sent_bytes=m.node_sent_bytes if m is not None else empty,
+            migration_received_bytes=m.node_received_bytes if m is not None else empty,
+            driver_wall_s=self.wall_s,
+        )
+
+
+class PhaseClock:
+    """Driver wall time per phase of a batch (``phase_<name>_s``). ``hook(name)`` runs
+    after each phase is recorded (tests slow the harness with it)."""
+
+    def __init__(self, hook: Callable[[str], None] | None = None) -> None:
+        self.hook = hook
+        self.started = self._clock = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        key = f"phase_{name}_s"
+        self.phases[key] = self.phases.get(key, 0.0) + now - self._clock
+        self._clock = now
+        if self.hook is not None:
+            self.hook(name)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set Spark SQL settings for the block and restore the previous values after it."""
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+class MicroBatchLoop(ABC):
+    """Replays ``config.n_batches`` micro-batches of ``stream``; see the module docstring."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        stream: DataFrame,
+        config: Any,
+        name: str,
+        on_batch: Callable[[BatchResult], None] | None = None,
+        harness_hook: Callable[[str], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.stream = stream
+        self.config = config
+        self.name = name
+        self.on_batch = on_batch
+        self.harness_hook = harness_hook
+        self.n = config.n_nodes
+        self.reader = TaskMetricsReader(self.sc)
+        #: Senders of the routing stage: the input partitions of the replayed stream.
+        self.senders = max(1, stream.rdd.getNumPartitions())
+
+    def conf(self) -> dict[str, str]:
+        """Spark SQL settings while the runner runs."""
+        return {}
+
+    def start(self) -> None:
+        """Before the first batch."""
+        return None
+
+    def close(self) -> None:
+        """After the last batch (also on failure)."""
+        return None
+
+    @abstractmethod
+    def batch(self, b: int, clock: PhaseClock) -> BatchResult:
+        """Run batch ``b`` (its oracle check, plan and migration included)."""
+
+    def run(self) -> list[BatchResult]:
+        with session_conf(self.spark, self.conf()):
+            self.start()
+            try:
+                return [self._one(b) for b in range(self.config.n_batches)]
+            finally:
+                self.close()
+
+    def _one(self, b: int) -> BatchResult:
+        clock = PhaseClock(self.harness_hook)
+        result = self.batch(b, clock)
+        result.wall_s = clock.elapsed_s
+        result.extra.update(clock.phases)
+        if self.on_batch is not None:
+            self.on_batch(result)
+        if not result.oracle_passed:
+            raise OracleMismatch(
+                f"batch {b}: {self.name} on {self.config.workload.name} differs from plain "
+                f"Spark SQL: {result.answer}"
+            )
+        return result
+
+    def group(self, b: int, phase: str) -> str:
+        """Start a job group for the batch's phase; Spark jobs until the next call run in it."""
+        group = f"balancebench-{self.name}-b{b}-{phase}-{time.time_ns()}"
+        self.sc.setJobGroup(group, f"{self.name} batch {b}: {phase}")
+        return group
+
+    def work(self, group: str, role: str) -> GroupWork:
+        """Measured work of a finished job group (``task_metrics.group_work``)."""
+        return group_work(self.reader, group, role, self.n)
