@@ -87,7 +87,12 @@ class TaskMetricsReader:
                 attempts = []
             if any(a.get("status") == "SKIPPED" for a in attempts):
                 return None
-            if not attempts and job_done and time.monotonic() - started > SKIPPED_GRACE_S:
+            if (
+                not attempts
+                and job_done
+                and time.monotonic() - started > SKIPPED_GRACE_S
+                and not self._ran(stage_id)
+            ):
                 return None
             for attempt in attempts:
                 if attempt.get("status") != "COMPLETE":
@@ -106,6 +111,12 @@ class TaskMetricsReader:
                     f"(REST attempts: {seen})"
                 )
             time.sleep(0.05)
+
+    def _ran(self, stage_id: int) -> bool:
+        """The driver's status tracker saw tasks of the stage complete: it ran, so the
+        REST API will report it (wait for it rather than call it skipped)."""
+        info = self.sc.statusTracker().getStageInfo(stage_id)
+        return info is not None and info.numCompletedTasks > 0
 
     def job_group_cpu_time_s(self, job_group: str) -> float:
         """Summed ``executorCpuTime`` (s) of every task of every executed stage of a
