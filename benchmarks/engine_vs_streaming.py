@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--senders", type=int, default=8, help="upstream routing instances")
     parser.add_argument("--skew", type=float, default=1.2, help="Zipf s of (c), >= 1.0")
     parser.add_argument("--rate", type=float, default=1_000_000.0, help="tuples per s")
     args = parser.parse_args()
@@ -73,7 +74,7 @@ def main() -> None:
             "tpch", datasets_dir(), {"tpch_scale_factor": args.sf, "zipf_s": skew, "seed": 1}
         )
         stream = build_stream("eq5", folder, {"seed": 1, "input_rate_tuples_per_s": args.rate})
-        df, interval = load_replay(spark, stream, args.batches)
+        df, interval = load_replay(spark, stream, args.batches, args.senders)
         for name in names:
             batches = run(spark, df, interval, name, args)
             results[(skew, name)] = batches

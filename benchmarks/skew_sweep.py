@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--skews", nargs="*", type=float, default=[0.4, 0.8, 1.0, 1.2, 1.5])
     parser.add_argument("--strategies", nargs="*", default=DEFAULT_STRATEGIES)
     parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--senders", type=int, default=8, help="upstream routing instances")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--topk-tuples", type=int, default=16_000_000)
@@ -145,7 +146,7 @@ def main() -> None:
             stream = build_stream(
                 workload, folder, {"seed": 1, "input_rate_tuples_per_s": args.rate}
             )
-            df, interval = load_replay(spark, stream, args.batches)
+            df, interval = load_replay(spark, stream, args.batches, args.senders)
             for name in names:
                 try:
                     r = run_one(spark, workload, stream, df, interval, name, args)

@@ -41,12 +41,12 @@ DATASETS = {
 
 @pytest.fixture(scope="module")
 def streams(spark):
-    """Each workload's replay stream, loaded once, cut into 2 batches."""
+    """Each workload's replay stream, loaded once, cut into 2 batches, sent by 3 senders."""
     out = {}
     for workload, (dataset, params) in DATASETS.items():
         folder, _ = generate(dataset, datasets_dir(), params)
         replay = build_stream(workload, folder, RATE)
-        out[workload] = load_replay(spark, replay, 2)
+        out[workload] = load_replay(spark, replay, 2, senders=3)
     yield out
     for df, _ in out.values():
         df.unpersist()
@@ -221,3 +221,16 @@ def test_a_slow_harness_changes_harness_s_not_the_strategys_figures(spark, strea
     # and the driver really was slower
     slower = sum(b.wall_s for b in slow_batches) - sum(b.wall_s for b in plain_batches)
     assert slower >= 0.75 * injected
+
+
+def test_the_stream_is_spread_over_its_senders_in_arrival_order(streams):
+    # tuple i is sent by instance i mod 3, each instance's tuples in batch and arrival order
+    df, _ = streams["eq5"]
+    parts = df.select("tuple_id", "batch").rdd.glom().collect()
+    assert len(parts) == 3
+    for sender, rows in enumerate(parts):
+        ids = [r["tuple_id"] for r in rows]
+        assert ids and {i % 3 for i in ids} == {sender}
+        assert [(r["batch"], r["tuple_id"]) for r in rows] == sorted(
+            (r["batch"], r["tuple_id"]) for r in rows
+        )

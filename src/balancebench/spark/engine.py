@@ -661,10 +661,17 @@ def _topk(df: DataFrame, k: int) -> list[tuple[int, int]]:
     return [(int(r["key"]), int(r["count"])) for r in rows]
 
 
-def load_replay(spark: SparkSession, replay: Any, n_batches: int) -> tuple[DataFrame, float]:
+def load_replay(
+    spark: SparkSession, replay: Any, n_batches: int, senders: int = 1
+) -> tuple[DataFrame, float]:
     """The replay stream as a cached DataFrame with ``batch``, and the batch interval:
     the stream's event-time span / ``n_batches`` (measured from the data, so a user's file
-    needs no rate)."""
+    needs no rate).
+
+    The stream is spread over ``senders`` partitions, the upstream instances that route it:
+    tuple ``i`` is sent by instance ``i mod senders`` (partition = sender), each instance's
+    tuples in arrival order, so a batch's routing stage runs one task per sender and reads
+    only that batch's cached rows (the cache's batch statistics prune the others)."""
     raw = spark.read.parquet(*replay.files)
     types = {
         "side": "string",
@@ -680,6 +687,11 @@ def load_replay(spark: SparkSession, replay: Any, n_batches: int) -> tuple[DataF
     df = raw.select(*cols)
     span = df.agg(F.max("event_time_s")).collect()[0][0] or 0.0
     interval = float(span) / n_batches if span > 0 else 1.0
-    out = with_batch(df, interval, n_batches).persist()
+    batched = with_batch(df, interval, n_batches)
+    if senders > 1:
+        sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
+        placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
+        batched = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
+    out = batched.persist()
     out.write.format("noop").mode("overwrite").save()
     return out, interval
