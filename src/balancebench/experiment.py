@@ -223,9 +223,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     ) as active:
         mlflow.log_params(run_params)
         tracking.log_metric_definitions(active.info.run_id)
-        stream_df, interval_s = load_replay(
-            spark, stream, params["n_batches"], params["n_senders"]
-        )
+        stream_df, interval_s = load_replay(spark, stream, params["n_batches"], params["n_senders"])
         config = EngineConfig(
             workload=workload,
             n_nodes=params["n_nodes"],

@@ -224,7 +224,8 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "[per batch] the harness's own cost, never charged to the strategy: driver wall time of "
         "the batch (migration included) minus what the cost model charges (service_s, plan, "
         "migration_s); i.e. Spark job scheduling, the oracle, statistics collection, task-metric "
-        "reads, checkpoint bookkeeping (seconds, >= 0)."
+        "reads, checkpoint bookkeeping, and the time the emulated nodes wait for this "
+        "machine's few cores (seconds, >= 0)."
     ),
     "ideal_makespan_s": "[per batch] mean over nodes of the same CPU times (seconds).",
     "makespan_wall_s": (

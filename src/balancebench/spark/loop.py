@@ -6,8 +6,8 @@ run batch ``b`` in Spark jobs, each under a job group named by :meth:`group`, an
 return a :class:`BatchResult`. The loop owns everything around it: the Spark SQL
 settings for the run (set, then restored), the phase clock (driver wall per phase,
 where the harness's time goes), the oracle check, the callback, and the failure on a
-mismatch. The cost model (``balancebench.metrics``) is applied to the results in one
-place, ``BatchResult.costs``.
+mismatch. Every runner's results become the cost model's input in one place
+(``BatchResult.costs``) and are charged by one function (``balancebench.metrics.clock``).
 """
 
 from __future__ import annotations
