@@ -8,7 +8,7 @@ UV_RUN := $(UV) run --frozen
 CONF ?= {}
 SPARK_MASTER ?=
 
-.PHONY: setup run test test-fast lint bench bench-sweep paper-figures clean
+.PHONY: setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean
 
 $(UV):
 	$(PYTHON) -m venv $(BOOT)
@@ -35,6 +35,10 @@ bench: setup
 	$(UV_RUN) python benchmarks/generate.py
 	$(UV_RUN) python benchmarks/routing_overhead.py
 	$(UV_RUN) python benchmarks/model_speed.py
+
+# The engine against Spark's stateful operator (issue 12, targets 4a-c): about 5 minutes.
+bench-engine: setup
+	$(UV_RUN) python benchmarks/engine_vs_streaming.py --sf 0.05
 
 # The skew sweep of issue 5 (every strategy, 5 skews, topk and eq5): about an hour here.
 bench-sweep: setup
