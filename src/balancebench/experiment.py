@@ -64,9 +64,8 @@ def summarize(
 ) -> dict[str, float]:
     """Run-level metrics from the measured batches, under the cost model (definitions in
     ``metrics``)."""
-    run = metrics.clock(
-        [b.costs() for b in batches], event_time_s, batch_of, interval_s, bandwidth_mb_per_s
-    )
+    costs = [b.costs() for b in batches]
+    run = metrics.clock(costs, event_time_s, batch_of, interval_s, bandwidth_mb_per_s)
     makespan = np.array([b.makespan_s for b in batches])
     plans = [b.plan for b in batches if b.plan is not None]
     plan_ms = np.array([p.plan_time_ms for p in plans])
@@ -85,11 +84,11 @@ def summarize(
         "makespan_s_total": float(makespan.sum()),
         "makespan_wall_s_total": float(sum(b.makespan_wall_s for b in batches)),
         "makespan_over_ideal_mean": float(ratio.mean()),
-        "route_s_total": float(sum(b.costs().routing_s for b in batches)),
+        "route_s_total": float(sum(c.routing_s for c in costs)),
         "routing_table_entries_max": float(max(b.routing_table_entries for b in batches)),
         "migrated_tuples_total": float(sum(b.migrated_tuples for b in batches)),
         "migration_s_total": float(run.migration_s.sum()),
-        "migration_bytes_total": float(sum(b.costs().migration_bytes for b in batches)),
+        "migration_bytes_total": float(sum(c.migration_bytes for c in costs)),
         "harness_s_total": float(run.harness_s.sum()),
         "latency_p50_s": run.latency_s[50.0],
         "latency_p95_s": run.latency_s[95.0],

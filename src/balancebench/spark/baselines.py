@@ -201,15 +201,9 @@ class _Baseline(MicroBatchLoop):
         self.settings = dict(getattr(strategy, "settings", {}) or {})
         self.op = config.workload.operator
         self.rest = _Rest(self.sc)
-        rows = stream.groupBy("batch", "side").count().collect()
-        #: Input tuples per (batch, side), counted once.
-        self.counts = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in rows}
         self.side_totals = {
             s: sum(c for (_, side), c in self.counts.items() if side == s) for s in ("R", "S")
         }
-
-    def batch_tuples(self, b: int) -> int:
-        return sum(c for (batch, _), c in self.counts.items() if batch == b)
 
     # ---- measurement --------------------------------------------------------------------
     def measure(self, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:

@@ -171,9 +171,6 @@ class Engine(MicroBatchLoop):
         self.surrogates = F.array(
             *[F.lit(int(v)).cast("bigint") for v in partition_surrogates(self.n)]
         )
-        counts = stream.groupBy("batch", "side").count().collect()
-        #: Input tuples per (batch, side) (counted once).
-        self.side_tuples = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in counts}
         #: Aggregation state: partial counts per (node, key, slice).
         self.state: DataFrame | None = None
         #: Join state: the stored tuples of each side, in pieces.
@@ -193,9 +190,6 @@ class Engine(MicroBatchLoop):
         if self.state is not None:
             self.state.unpersist()
             self.state = None
-
-    def batch_tuples(self, b: int) -> int:
-        return sum(c for (j, _), c in self.side_tuples.items() if j == b)
 
     # ---- one batch ----------------------------------------------------------------------
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
@@ -233,7 +227,7 @@ class Engine(MicroBatchLoop):
         passed, result_rows, shown = check_batch(self.stream, cfg, b, answer)
         clock.lap("oracle")
         self.group(b, "stats")
-        stats, received = self._stats(routed, state_after)
+        stats, received = self._stats(b, routed, state_after)
         if not np.array_equal(received, received_work.node_records_read):
             raise RuntimeError(
                 f"{self.name}: tuples routed per node {received.tolist()} differ from the rows "
@@ -271,18 +265,18 @@ class Engine(MicroBatchLoop):
                     result.migration = self.work(g_migrate, MIGRATE)
                     self.group(b, "migrate_count")
                     result.migrated_tuples = self._count_and_release(arrived)
-                    self._track_moved_state(reassignment)
+                    self._track_moved_state(b, reassignment)
                     clock.lap("migrate")
         return result
 
-    def _state_frame(self, state: Any = None) -> DataFrame | None:
-        """All state rows (aggregation: the partial counts; join: every piece, rows older
-        than the window's horizon left out)."""
+    def _state_frame(self, b: int, state: Any = None) -> DataFrame | None:
+        """All state rows after batch ``b`` (aggregation: the partial counts; join: every
+        piece, rows older than the window's horizon left out)."""
         if self.config.workload.operator == AGGREGATE:
             return self.state if state is None else state
         pieces = self.pieces if state is None else state
         frames = [p.frame for p in pieces]
-        horizon = self._horizon(self._last_batch)
+        horizon = self._horizon(b)
         out = _union(frames)
         if out is not None and horizon is not None:
             out = out.where(F.col("event_time_s") >= horizon)
@@ -294,8 +288,6 @@ class Engine(MicroBatchLoop):
         if cfg.window_s <= 0:
             return None
         return (b + 1) * cfg.interval_s - cfg.window_s
-
-    _last_batch = -1
 
     def _commit(self, state_after: Any, stats: BatchStats) -> None:
         if self.config.workload.operator == AGGREGATE:
@@ -312,11 +304,11 @@ class Engine(MicroBatchLoop):
         self.state_key = stats.key[held]
         self.state_node = stats.node[held].astype(np.int32)
 
-    def _track_moved_state(self, moves: Reassignment) -> None:
+    def _track_moved_state(self, b: int, moves: Reassignment) -> None:
         """Where state is after a migration, for the next batch's probes: a move adds its
         destination as a holder of the key (the source may still hold part of it)."""
         if moves.state_rows is not None:
-            frame = self._state_frame()
+            frame = self._state_frame(b)
             assert frame is not None
             held = frame.select("key", "node").distinct().toArrow()
             self.state_key = held.column("key").to_numpy().astype(np.int64)
@@ -327,7 +319,7 @@ class Engine(MicroBatchLoop):
         packed = np.unique(key * self.n + node)
         self.state_key, self.state_node = packed // self.n, (packed % self.n).astype(np.int32)
 
-    def _stats(self, routed: DataFrame, state_after: Any) -> tuple[BatchStats, np.ndarray]:
+    def _stats(self, b: int, routed: DataFrame, state_after: Any) -> tuple[BatchStats, np.ndarray]:
         """Per (key, node): tuples stored in the batch (``load``) and state held after it;
         and per node the tuples it received (stored and probe copies). One Spark job."""
         is_store = F.col("role").isin(*STORES).cast("long")
@@ -335,7 +327,7 @@ class Engine(MicroBatchLoop):
             F.count(F.lit(1)).cast("double").alias("received"),
             F.sum(is_store).cast("double").alias("load"),
         )
-        state = self._state_frame(state_after)
+        state = self._state_frame(b, state_after)
         if state is None:
             both = sent.withColumn("state", F.lit(0.0))
         else:
@@ -398,7 +390,6 @@ class Engine(MicroBatchLoop):
         stored pieces of the other side; the probes are the hash table, the stored pieces
         stream through it, and the batch's stored rows become one new piece per side."""
         cfg = self.config
-        self._last_batch = b
         g_op = self.group(b, "operator")
         store = routed.where(F.col("role").isin(*STORES)).drop("role")
         probe = routed.where(F.col("role").isin(*PROBES)).drop("role")
@@ -569,7 +560,7 @@ class Engine(MicroBatchLoop):
         """State rows recomputed by a join architecture (e.g. a grown grid): rows whose
         node is unchanged stay in place, the others (and new copies) are shipped. Moved
         tuples = rows on a node that did not hold them before."""
-        state = self._state_frame()
+        state = self._state_frame(b)
         assert state is not None
         columns = state.columns
         fresh = state_rows(state).select(*[c for c in columns if c != "_surrogate"])

@@ -175,6 +175,12 @@ class MicroBatchLoop(ABC):
         self.reader = TaskMetricsReader(self.sc)
         #: Senders of the routing stage: the input partitions of the replayed stream.
         self.senders = max(1, stream.rdd.getNumPartitions())
+        rows = stream.groupBy("batch", "side").count().collect()
+        #: Input tuples per (batch, side), counted once.
+        self.counts = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in rows}
+
+    def batch_tuples(self, b: int) -> int:
+        return sum(c for (batch, _), c in self.counts.items() if batch == b)
 
     def conf(self) -> dict[str, str]:
         """Spark SQL settings while the runner runs."""
