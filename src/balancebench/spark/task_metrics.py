@@ -1,14 +1,15 @@
 """Per-task metrics from Spark itself, read from the running application's REST API.
 
-``statusTracker()`` has no task durations, so after each job we ask the UI's REST API
-(``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``) for every task of the
-stage that executed the per-node operator. Spark updates the API from its listener bus
-shortly after a job returns, so the reader polls until every task has reported.
+``statusTracker()`` has no task durations, so after each job group we ask the UI's REST
+API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``) for every task of its
+stages and charge them by the group's role (:func:`group_work`). Spark updates the API from
+its listener bus shortly after a job returns, so the reader polls until every task has
+reported.
 
-Fields used (Spark's own definitions): ``executorRunTime`` (ms the task ran on its
-executor, deserialisation excluded), ``duration`` (ms from launch to finish), and
-``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle).
-"""
+Fields used (Spark's own definitions): ``executorCpuTime`` (ns of CPU of the task's
+thread), ``executorRunTime`` (ms the task ran on its executor, deserialisation excluded),
+``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle) and the
+shuffle bytes written and read (a migration's transfer)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,6 @@ from pyspark import SparkContext
 SKIPPED_GRACE_S = 2.0
 
 
-@dataclass(frozen=True)
-class StageTasks:
-    """One row per partition (task index) of a stage."""
-
-    stage_id: int
-    run_time_s: np.ndarray
-    duration_s: np.ndarray
-    records_read: np.ndarray
-
-
 class TaskMetricsReader:
     def __init__(self, sc: SparkContext, timeout_s: float = 60.0) -> None:
         if not sc.uiWebUrl:
@@ -46,29 +37,6 @@ class TaskMetricsReader:
     def _get(self, path: str) -> object:
         with urllib.request.urlopen(self.base + path, timeout=10) as resp:
             return json.load(resp)
-
-    def shuffle_stage(self, job_group: str, n_tasks: int) -> StageTasks:
-        """Metrics of the stage of ``job_group`` that read a shuffle with ``n_tasks`` tasks."""
-        tracker = self.sc.statusTracker()
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            stage_ids = sorted(
-                {
-                    sid
-                    for job in tracker.getJobIdsForGroup(job_group)
-                    for sid in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
-                }
-            )
-            for sid in stage_ids:
-                tasks = self._complete_stage(sid, n_tasks)
-                if tasks is not None:
-                    return tasks
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"no complete shuffle-reading stage with {n_tasks} tasks in job group "
-                    f"{job_group!r} (stages {stage_ids}) after {self.timeout_s}s"
-                )
-            time.sleep(0.05)
 
     def stage_tasks(self, stage_id: int, job_done: bool = True) -> list[dict] | None:
         """Every successful task of the stage's completed attempt (polled until the
@@ -126,36 +94,6 @@ class TaskMetricsReader:
             for t in self.stage_tasks(sid) or []:
                 total += t["taskMetrics"]["executorCpuTime"] / 1e9
         return total
-
-    def _complete_stage(self, stage_id: int, n_tasks: int) -> StageTasks | None:
-        try:
-            attempts = self._get(f"/stages/{stage_id}")
-        except OSError:
-            return None
-        for attempt in attempts:
-            if (
-                attempt.get("status") != "COMPLETE"
-                or attempt.get("numTasks") != n_tasks
-                or attempt.get("shuffleReadRecords", 0) <= 0
-            ):
-                continue
-            tasks = self._get(
-                f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={10 * n_tasks + 100}"
-            )
-            done = {t["index"]: t for t in tasks if t.get("status") == "SUCCESS"}
-            if len(done) != n_tasks:
-                return None  # the listener bus has not delivered every task end yet
-            rows = [done[i] for i in range(n_tasks)]
-            return StageTasks(
-                stage_id=stage_id,
-                run_time_s=np.array([t["taskMetrics"]["executorRunTime"] for t in rows]) / 1e3,
-                duration_s=np.array([t.get("duration", 0) for t in rows]) / 1e3,
-                records_read=np.array(
-                    [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"] for t in rows],
-                    dtype=np.int64,
-                ),
-            )
-        return None
 
 
 #: Roles of a job group (what its tasks' work is charged as, ``metrics`` cost model).
