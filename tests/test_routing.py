@@ -93,3 +93,45 @@ def test_replicated_probe_tuples_counts_extra_copies():
     split = plan.routing_table.keys.tolist()
     probes = plan.replicated_probe_tuples(np.array([a, b]), np.array([7.0, 3.0]))
     assert probes == sum({a: 7.0, b: 3.0}[k] for k in split)  # one extra copy per split key
+
+
+def test_mnrt_replicates_the_side_much_smaller_than_the_other():
+    from balancebench.strategies import get_strategy
+    from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S
+
+    mnrt = get_strategy("mnrt", two_stream_ratio=3.0)
+    r = np.array([1.0, 900.0, 10.0, 0.0, 0.0, 20.0])
+    s = np.array([500.0, 2.0, 20.0, 7.0, 0.0, 60.0])
+    # much smaller R; much smaller S; within 3x (no rule); R empty; nothing; exactly 3x
+    assert mnrt.replicated_sides(r, s).tolist() == [SIDE_R, SIDE_S, NO_SIDE, SIDE_R, NO_SIDE, SIDE_R]
+    off = get_strategy("mnrt", two_stream_ratio=0.0)
+    assert off.replicated_sides(r, s).tolist() == [NO_SIDE] * 6
+    assert get_strategy("qmmp").replicated_sides(r, s).tolist() == [NO_SIDE] * 6
+
+
+def test_replica_sync_copies_to_new_nodes_and_collapses_a_side_that_leaves():
+    from balancebench.spark.routers import Replicas, replica_sync
+    from balancebench.strategies.base import SIDE_R, SIDE_S
+
+    def reps(rows):
+        return Replicas(
+            np.array([k for k, _, _ in rows], np.int64),
+            np.array([s for _, s, _ in rows], np.int8),
+            [np.array(n, np.int32) for _, _, n in rows],
+        )
+
+    before = reps([(5, SIDE_S, [1, 3]), (7, SIDE_S, [0, 2]), (9, SIDE_R, [2, 3])])
+    after = reps([(5, SIDE_S, [3, 0, 2]), (9, SIDE_S, [2, 3]), (11, SIDE_R, [1, 2])])
+    sync = replica_sync(before, after)
+    rows = list(zip(sync.key.tolist(), sync.side, sync.source.tolist(), sync.have, sync.targets))
+    assert rows == [
+        # stays replicated: copied from a holder to the new nodes, dropped where Y(k) left
+        (5, "S", 1, [1, 3], [0, 2, 3]),
+        # leaves the rule: one copy stays on its lowest holder
+        (7, "S", 0, [0, 2], [0]),
+        # switches side: the old side collapses, the new one is copied from each tuple
+        (9, "R", 2, [2, 3], [2]),
+        (9, "S", -1, [], [2, 3]),
+        # enters the rule
+        (11, "R", -1, [], [1, 2]),
+    ]

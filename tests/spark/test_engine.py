@@ -17,11 +17,12 @@ from balancebench.hashing import FRACTION_UNITS
 from balancebench.paths import datasets_dir
 from balancebench.routing import RoutingTable
 from balancebench.spark.engine import Engine, EngineConfig, OracleMismatch, load_replay
-from balancebench.spark.routers import KeyLevelRouter, Reassignment
+from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
 from balancebench.spark.runners import make_router
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind
+from balancebench.strategies.base import SIDE_R, SIDE_S
 from balancebench.streams import build_stream
-from balancebench.workloads import AGGREGATE, WORKLOADS, get_workload
+from balancebench.workloads import AGGREGATE, EQUI_JOIN, WORKLOADS, get_workload
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,16 @@ def streams(spark):
     yield out
     for df, _ in out.values():
         df.unpersist()
+
+
+@pytest.fixture(scope="module")
+def eq5_in_4(spark):
+    """eq5's replay stream cut into 4 batches (the rule's keys enter, change, leave)."""
+    dataset, params = DATASETS["eq5"]
+    folder, _ = generate(dataset, datasets_dir(), params)
+    df, interval = load_replay(spark, build_stream("eq5", folder, RATE), 4, senders=3)
+    yield df, interval
+    df.unpersist()
 
 
 def config(workload: str, interval: float, window_s: float = 0.0, n_batches: int = 2):
@@ -111,9 +122,11 @@ class RandomRouter(KeyLevelRouter):
     """Random routing tables and random migrations: correctness must not depend on what a
     strategy decides."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, hot: bool = False) -> None:
         super().__init__(get_strategy("hash", n_nodes=N_NODES), N_NODES, 0.05)
         self.rng = np.random.default_rng(seed)
+        #: Table keys are the most loaded ones (they have tuples in every batch).
+        self.hot = hot
 
     def after_batch(self, stats):
         rng = self.rng
@@ -124,13 +137,30 @@ class RandomRouter(KeyLevelRouter):
         hi = rng.integers(1, FRACTION_UNITS + 1, len(pick))
         # A random storage table for the next batch: random shares over random nodes.
         k = np.unique(stats.key)[: max(1, len(np.unique(stats.key)) // 3)]
+        if self.hot:
+            per_key = np.bincount(np.searchsorted(np.unique(stats.key), stats.key), stats.state)
+            k = np.unique(stats.key)[np.argsort(-per_key, kind="stable")[:8]]
         rows = rng.integers(1, 3, len(k))
         tk = np.repeat(k, rows)
         tn = rng.integers(0, N_NODES, len(tk)).astype(np.int32)
         self.table = RoutingTable.from_parts(tk, tn, rng.random(len(tk)) + 0.1, N_NODES)
-        return Reassignment(
+        moves = Reassignment(
             key, node.astype(np.int32), to.astype(np.int32), np.zeros(len(pick), np.int64), hi
         )
+        if self.operator == EQUI_JOIN:
+            # The two-stream rule on random split keys with a random replicated side
+            # (a key may switch side or leave the rule from one batch to the next).
+            rows = self.table.part_rows()
+            split = [k for k in np.unique(rows["key"]) if len(set(rows["node"][rows["key"] == k])) > 1]
+            split = [k for k in split if rng.random() < 0.7]
+            after = Replicas(
+                np.array(split, np.int64),
+                rng.integers(SIDE_R, SIDE_S + 1, len(split)).astype(np.int8),
+                [np.unique(rows["node"][rows["key"] == k]) for k in split],
+            )
+            moves.replicas = replica_sync(self.replicas, after)
+            self.replicas = after
+        return moves
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -143,6 +173,41 @@ def test_random_routing_and_random_migrations_keep_results_exact(spark, streams,
         spark, df, config(workload, interval, window), RandomRouter(seed), "random"
     ).run()
     assert all(b.oracle_passed for b in batches)
+
+
+def test_random_two_stream_replicas_over_four_batches_keep_results_exact(spark, eq5_in_4):
+    # Given eq5 in 4 batches, random tables (over the hottest keys), migrations and
+    # replicated sides after each
+    df, interval = eq5_in_4
+    router = RandomRouter(1, hot=True)
+    cfg = config("eq5", interval, n_batches=4)
+    # When the engine runs it, Then every batch matches plain Spark SQL (it raises if not)
+    batches = Engine(spark, df, cfg, router, "random").run()
+    assert len(batches) == 4 and all(b.oracle_passed for b in batches)
+    assert sum(b.migrated_tuples for b in batches) > 0
+
+
+def test_mnrt_two_stream_rule_sends_the_small_side_not_the_probes(spark, eq5_in_4):
+    # Given eq5 (one Supplier tuple per suppkey, many Lineitem tuples of the hot ones)
+    # in 4 batches under mnrt, with the two-stream rule on and off
+    df, interval = eq5_in_4
+    cfg = config("eq5", interval, n_batches=4)
+
+    def run(ratio: float):
+        strategy = get_strategy("mnrt", n_nodes=N_NODES, two_stream_ratio=ratio)
+        router = make_router(strategy, N_NODES, 0.01)
+        return router, Engine(spark, df, cfg, router, "mnrt").run()
+
+    off_router, off = run(0.0)
+    on_router, on = run(2.0)
+    # Then both are exact, the rule replicates the Supplier side of split keys ...
+    assert all(b.oracle_passed for b in off + on)
+    assert len(on_router.replicas) > 0 and len(off_router.replicas) == 0
+    assert set(on_router.replicas.side.tolist()) == {SIDE_S}
+    # ... and the nodes receive fewer copies once split keys' probes stop fanning out
+    # (batch 0 has no plan yet: equal)
+    assert on[0].received_tuples == off[0].received_tuples
+    assert sum(b.received_tuples for b in on[1:]) < sum(b.received_tuples for b in off[1:])
 
 
 def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):

@@ -316,6 +316,11 @@ class Engine(MicroBatchLoop):
             return
         key = np.r_[self.state_key, moves.key].astype(np.int64)
         node = np.r_[self.state_node, moves.to_node].astype(np.int64)
+        if moves.replicas is not None and len(moves.replicas):
+            sync = moves.replicas
+            reach = [len(t) for t in sync.targets]
+            key = np.r_[key, np.repeat(sync.key, reach)]
+            node = np.r_[node, np.concatenate([np.asarray(t, np.int64) for t in sync.targets])]
         packed = np.unique(key * self.n + node)
         self.state_key, self.state_node = packed // self.n, (packed % self.n).astype(np.int32)
 
@@ -332,9 +337,14 @@ class Engine(MicroBatchLoop):
             both = sent.withColumn("state", F.lit(0.0))
         else:
             weight = F.col("count") if "count" in state.columns else F.lit(1)
-            held = state.groupBy("key", "node").agg(F.sum(weight).cast("double").alias("state"))
+            sums = [F.sum(weight).cast("double").alias("state")]
+            if "side" in state.columns:
+                is_r = (F.col("side") == "R").cast("long")
+                sums.append(F.sum(is_r).cast("double").alias("state_r"))
+            held = state.groupBy("key", "node").agg(*sums)
             both = held.join(sent, ["key", "node"], "full").fillna(0.0)
         both = both.toArrow()
+        joined = self.config.workload.operator != AGGREGATE
         node = both.column("node").to_numpy().astype(np.int32)
         received = np.bincount(
             node, weights=both.column("received").to_numpy(), minlength=self.n
@@ -345,6 +355,11 @@ class Engine(MicroBatchLoop):
             load=both.column("load").to_numpy().astype(np.float64),
             state=both.column("state").to_numpy().astype(np.float64),
         )
+        if joined:
+            state_r = both.column("state_r") if "state_r" in both.column_names else None
+            stats.state_r = (
+                np.zeros(len(node)) if state_r is None else state_r.to_numpy().astype(np.float64)
+            )
         return stats, received
 
     # ---- aggregation --------------------------------------------------------------------
@@ -484,10 +499,17 @@ class Engine(MicroBatchLoop):
             self.state.unpersist()
             self.state = new_state
             return [(arrived, F.col("count"))]
+        sync = self._sync_table(moves)
         stays: list[Piece] = []
         movers: list[DataFrame] = []
         for piece in self.pieces:
-            stay, arrived = self._split_tuples(piece.frame, seg)
+            frame, kept_copies = piece.frame, None
+            if sync is not None:
+                frame, kept_copies, new_copies = self._split_replicas(frame, sync)
+                movers.append(new_copies)
+            stay, arrived = self._split_tuples(frame, seg)
+            if kept_copies is not None:
+                stay = stay.unionByName(kept_copies)
             stays.append(Piece.written(piece.newest_batch, stay))
             movers.append(arrived)
             piece.release()
@@ -497,6 +519,48 @@ class Engine(MicroBatchLoop):
         stays.append(Piece.written(b, rows))
         self.pieces = stays
         return [(rows, F.lit(1))]
+
+    def _sync_table(self, moves: Reassignment) -> DataFrame | None:
+        """The two-stream rule's sync (``routers.ReplicaSync``) as a broadcast table."""
+        sync = moves.replicas
+        if sync is None or len(sync) == 0:
+            return None
+        ints = pa.list_(pa.int32())
+        return self.spark.createDataFrame(
+            pa.table(
+                {
+                    "_yk": pa.array(sync.key),
+                    "_yside": pa.array(sync.side, pa.string()),
+                    "_ysrc": pa.array(sync.source),
+                    "_yhave": pa.array(sync.have, ints),
+                    "_ytargets": pa.array(sync.targets, ints),
+                }
+            )
+        )
+
+    def _split_replicas(
+        self, state: DataFrame, sync: DataFrame
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """Rows of a piece outside the sync (they move with the plan's segments); the
+        synced rows that stay (on a target node); and the copies this piece sends: each
+        source row to every target that does not hold it yet (already on their node)."""
+        columns = state.columns
+        match = (state["key"] == sync["_yk"]) & (state["side"] == sync["_yside"])
+        tagged = state.join(F.broadcast(sync), match, "left")
+        synced = F.col("_yk").isNotNull()
+        plain = tagged.where(~synced).select(*columns)
+        kept = tagged.where(synced & F.array_contains("_ytargets", F.col("node"))).select(*columns)
+        source = (F.col("_ysrc") == -1) | (F.col("_ysrc") == F.col("node"))
+        lacking = F.array_except(
+            F.col("_ytargets"), F.array_union(F.col("_yhave"), F.array(F.col("node").cast("int")))
+        )
+        copies = (
+            tagged.where(synced & source)
+            .withColumn("node", F.explode(lacking))
+            .withColumn("_surrogate", F.element_at(self.surrogates, F.col("node") + 1))
+            .select(*columns)
+        )
+        return plain, kept, copies
 
     def _split_tuples(self, state: DataFrame, seg: DataFrame) -> tuple[DataFrame, DataFrame]:
         """Stored tuples that stay, and those that move (a tuple moves by a hash of its id

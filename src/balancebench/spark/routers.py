@@ -16,10 +16,18 @@ Key-level strategies (paper 000 Algorithm 1, :class:`KeyLevelRouter`):
   state of ``k``** (the same set, except when a plan left a key's older state on a node
   that no new tuple of the key goes to; probing it keeps every result pair);
 - predicate routing (band join ``|k1 - k2| <= w``): the union of those node sets over
-  the keys ``k - w .. k + w``.
+  the keys ``k - w .. k + w``;
+- two-stream rule (equi-join, when the strategy names a replicated side for a split key,
+  ``Strategy.replicated_sides``): a tuple of the key's small side is stored on every node
+  of ``Y(k)`` and probes the same nodes plus every node holding state of ``k``; a tuple of
+  the large side is stored ONE and probes only that node, which holds every small-side
+  tuple of the key (the migration after each plan keeps that true: :class:`ReplicaSync`).
 
 A stored tuple is on exactly one node and a later tuple probes every node that can hold
-a match, so each result pair is produced exactly once (by the later tuple's probe).
+a match, so each result pair is produced exactly once (by the later tuple's probe). Under
+the two-stream rule a small-side tuple is on every node of ``Y(k)`` and a large-side
+tuple probes exactly one of them, or (arriving later) the small-side tuple probes every
+node that holds large-side tuples of the key, each stored once: again exactly once.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from balancebench.spark.routing import (
     with_storage_node,
 )
 from balancebench.strategies import MigrationPlan, Strategy
-from balancebench.workloads import AGGREGATE, BAND_JOIN
+from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S
+from balancebench.workloads import AGGREGATE, BAND_JOIN, EQUI_JOIN
 
 BATCH_COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload"]
 STORE, PROBE, BOTH = "store", "probe", "both"
@@ -61,9 +70,83 @@ class BatchStats:
     node: np.ndarray
     load: np.ndarray
     state: np.ndarray
+    #: Joins: of ``state``, the rows of side R (the rest are side S).
+    state_r: np.ndarray | None = None
 
     def loads(self) -> KeyLoads:
         return KeyLoads(self.key, self.node, self.load, self.state)
+
+
+#: Side names of the engine's rows, by the strategies' side codes.
+SIDE_NAMES = {SIDE_R: "R", SIDE_S: "S"}
+
+
+@dataclass
+class Replicas:
+    """Keys under the two-stream rule: per key (sorted) the replicated side
+    (``SIDE_R``/``SIDE_S``) and the nodes of ``Y(k)``, each of which holds every tuple of
+    that side of the key."""
+
+    key: np.ndarray
+    side: np.ndarray
+    nodes: list[np.ndarray]
+
+    @classmethod
+    def none(cls) -> Replicas:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int8), [])
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def lookup(self) -> dict[int, tuple[int, np.ndarray]]:
+        return {
+            int(k): (int(s), n) for k, s, n in zip(self.key, self.side, self.nodes, strict=True)
+        }
+
+
+@dataclass
+class ReplicaSync:
+    """How the replicated sides' stored tuples change with a plan, per (key, side): the
+    tuples stay only on ``targets`` and are copied to every target that lacks them, from
+    ``source`` (a node holding all of them, or -1: each tuple's one stored copy);
+    ``have`` are the nodes that already hold all of them. These rows never move with the
+    plan's segments (their placement is this sync's alone)."""
+
+    key: np.ndarray
+    side: list[str]
+    source: np.ndarray
+    have: list[list[int]]
+    targets: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+
+def replica_sync(before: Replicas, after: Replicas) -> ReplicaSync:
+    """The sync from the rule's placement ``before`` a plan to ``after`` it. A side that
+    stays replicated keeps its copies on the nodes of ``Y(k)`` that remain and gains the
+    new ones; a side that stops being replicated keeps one copy (on its lowest holder,
+    already there); a side that starts is copied from each tuple's stored node."""
+    rows: list[tuple[int, str, int, list[int], list[int]]] = []
+    old, new = before.lookup(), after.lookup()
+    for k in sorted(set(old) | set(new)):
+        o_side, held = old.get(k, (NO_SIDE, np.zeros(0, np.int32)))
+        n_side, target = new.get(k, (NO_SIDE, np.zeros(0, np.int32)))
+        held_l, target_l = sorted(int(x) for x in held), sorted(int(x) for x in target)
+        if o_side != NO_SIDE and o_side != n_side:
+            rows.append((k, SIDE_NAMES[o_side], held_l[0], held_l, held_l[:1]))
+        if n_side != NO_SIDE:
+            if o_side == n_side:
+                rows.append((k, SIDE_NAMES[n_side], held_l[0], held_l, target_l))
+            else:
+                rows.append((k, SIDE_NAMES[n_side], -1, [], target_l))
+    return ReplicaSync(
+        np.array([r[0] for r in rows], dtype=np.int64),
+        [r[1] for r in rows],
+        np.array([r[2] for r in rows], dtype=np.int32),
+        [r[3] for r in rows],
+        [r[4] for r in rows],
+    )
 
 
 @dataclass
@@ -85,6 +168,8 @@ class Reassignment:
     hi_units: np.ndarray
     plan: MigrationPlan | None = None
     state_rows: Callable[[DataFrame], DataFrame] | None = None
+    #: The two-stream rule's copies (key-level joins only).
+    replicas: ReplicaSync | None = None
 
     @classmethod
     def rows(cls, state_rows: Callable[[DataFrame], DataFrame]) -> Reassignment:
@@ -136,7 +221,8 @@ class Reassignment:
         )
 
     def __len__(self) -> int:
-        return len(self.key) + (1 if self.state_rows is not None else 0)
+        synced = len(self.replicas) if self.replicas is not None else 0
+        return len(self.key) + synced + (1 if self.state_rows is not None else 0)
 
 
 @dataclass
@@ -191,6 +277,9 @@ class KeyLevelRouter(SparkRouter):
     def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
         super().__init__(strategy, n_nodes, tolerance)
         self.table = strategy.routing_for(n_nodes)
+        #: Split keys under the two-stream rule (equi-joins).
+        self.replicas = Replicas.none()
+        self.operator: str | None = None
 
     @property
     def routing_table_entries(self) -> int:
@@ -239,6 +328,7 @@ class KeyLevelRouter(SparkRouter):
         return packed // self.n_nodes, (packed % self.n_nodes).astype(np.int32)
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
+        self.operator = ctx.operator
         stored = with_storage_node(ctx.spark, batch, self.table)
         if ctx.operator == AGGREGATE:
             return _with_role(stored, STORE)
@@ -280,41 +370,56 @@ class KeyLevelRouter(SparkRouter):
     def _copies(
         self, stored: DataFrame, ctx: RouteContext, keys: np.ndarray, nodes: np.ndarray
     ) -> DataFrame:
-        """One row per (tuple, node) it is sent to: the storage node first (``both`` when
-        the tuple also probes there, else ``store``), then each other probe node
-        (``probe``); unique by construction (no shuffle to dedupe)."""
+        """One row per (tuple, node) it is sent to, with its role there (``both`` when
+        the tuple is stored and probes at that node, else ``store`` or ``probe``); unique
+        by construction (no shuffle to dedupe). A tuple is stored on its storage node,
+        or on every node of ``Y(k)`` if its side is its key's replicated side; it probes
+        its key's probe nodes, or only its storage node if the other side of its key is
+        the replicated one."""
         width = ctx.band_width if ctx.operator == BAND_JOIN else 0
         keys, nodes = self.band_probe_table(keys, nodes, width)
         defaults = F.array_distinct(
             F.array(*[self.default_node(F.col("key") + o) for o in range(-width, width + 1)])
         )
+        home = F.array(F.col("node").cast("int"))
+        store_set, node_set = home, defaults
         if len(keys):
             # One row per key with its probe nodes, so the join does not multiply tuples.
             order = np.argsort(keys, kind="stable")
             uk, first = np.unique(keys[order], return_index=True)
             sets = np.split(nodes[order].astype(np.int32), first[1:])
+            rule = self.replicas.lookup() if ctx.operator == EQUI_JOIN else {}
+            side = [SIDE_NAMES[rule[k][0]] if k in rule else None for k in uk.tolist()]
+            spread = [rule[k][1].tolist() if k in rule else None for k in uk.tolist()]
             table = ctx.spark.createDataFrame(
                 pa.table(
                     {
                         "_pk": pa.array(uk),
                         "_pnodes": pa.array([s.tolist() for s in sets], pa.list_(pa.int32())),
+                        "_rside": pa.array(side, pa.string()),
+                        "_rnodes": pa.array(spread, pa.list_(pa.int32())),
                     }
                 )
             )
-            probes = stored.join(F.broadcast(table), stored["key"] == table["_pk"], "left")
+            stored = stored.join(F.broadcast(table), stored["key"] == table["_pk"], "left")
             node_set = F.coalesce(F.col("_pnodes"), defaults)
-        else:
-            probes, node_set = stored, defaults
-        copies = F.array_union(F.array(F.col("node").cast("int")), node_set.cast("array<int>"))
-        placed = probes.select(
+            if rule:
+                replicated = F.col("side") == F.col("_rside")
+                store_set = F.when(replicated, F.col("_rnodes")).otherwise(home)
+                node_set = F.when(~replicated, home).otherwise(node_set)
+        store_set, node_set = store_set.cast("array<int>"), node_set.cast("array<int>")
+        placed = stored.select(
             *BATCH_COLUMNS,
-            F.array_contains(node_set, F.col("node")).alias("_probes_home"),
-            F.posexplode(copies).alias("_pos", "_copy"),
+            store_set.alias("_stores"),
+            node_set.alias("_probes"),
+            F.explode(F.array_union(store_set, node_set)).alias("_copy"),
         )
+        stores = F.array_contains(F.col("_stores"), F.col("_copy"))
+        probes = F.array_contains(F.col("_probes"), F.col("_copy"))
         role = (
-            F.when(F.col("_pos") > 0, F.lit(PROBE))
-            .when(F.col("_probes_home"), F.lit(BOTH))
-            .otherwise(F.lit(STORE))
+            F.when(stores & probes, F.lit(BOTH))
+            .when(stores, F.lit(STORE))
+            .otherwise(F.lit(PROBE))
         )
         return placed.select(*BATCH_COLUMNS, F.col("_copy").alias("node"), role.alias("role"))
 
@@ -322,7 +427,45 @@ class KeyLevelRouter(SparkRouter):
         loads = stats.loads()
         plan = self.strategy.plan(loads, n_nodes=self.n_nodes, tolerance=self.tolerance)
         self.table = self.strategy.routing_for(self.n_nodes)
-        return Reassignment.from_plan(plan, loads)
+        moves = Reassignment.from_plan(plan, loads)
+        if self.operator == EQUI_JOIN and stats.state_r is not None:
+            after = self.two_stream(stats)
+            if len(self.replicas) or len(after):
+                moves.replicas = replica_sync(self.replicas, after)
+            self.replicas = after
+        return moves
+
+    def two_stream(self, stats: BatchStats) -> Replicas:
+        """The split keys of the (new) table under the two-stream rule: the strategy
+        picks each key's replicated side from the tuples each side holds (a side that is
+        replicated now is counted once, on the node holding most of it)."""
+        if not isinstance(self.table, RoutingTable) or len(self.table) == 0:
+            return Replicas.none()
+        rows = self.table.part_rows()
+        packed = np.unique(rows["key"] * self.n_nodes + rows["node"])
+        part_key, part_node = packed // self.n_nodes, (packed % self.n_nodes).astype(np.int32)
+        split, first, count = np.unique(part_key, return_index=True, return_counts=True)
+        keep = count > 1
+        split, first, count = split[keep], first[keep], count[keep]
+        if len(split) == 0:
+            return Replicas.none()
+        assert stats.state_r is not None
+        r_part = stats.state_r
+        s_part = stats.state - stats.state_r
+        held = np.isin(stats.key, split)
+        k, r, s = stats.key[held], r_part[held], s_part[held]
+        pos = np.searchsorted(split, k)
+        current = self.replicas.lookup()
+        was = np.array([current.get(int(x), (NO_SIDE, None))[0] for x in split], np.int8)
+        r_tot, s_tot = np.zeros(len(split)), np.zeros(len(split))
+        np.add.at(r_tot, pos, np.where(was[pos] == SIDE_R, 0.0, r))
+        np.add.at(s_tot, pos, np.where(was[pos] == SIDE_S, 0.0, s))
+        np.maximum.at(r_tot, pos, np.where(was[pos] == SIDE_R, r, 0.0))
+        np.maximum.at(s_tot, pos, np.where(was[pos] == SIDE_S, s, 0.0))
+        side = self.strategy.replicated_sides(r_tot, s_tot)
+        on = side != NO_SIDE
+        nodes = [part_node[f : f + c] for f, c in zip(first[on], count[on], strict=True)]
+        return Replicas(split[on], side[on].astype(np.int8), nodes)
 
 
 class PerTupleRouter(SparkRouter):

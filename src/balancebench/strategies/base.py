@@ -146,6 +146,10 @@ class MigrationPlan:
         return float(np.sum(np.asarray(probe_count, dtype=np.float64) * (nodes - 1)))
 
 
+#: Sides of a join key under the two-stream rule (``Strategy.replicated_sides``).
+NO_SIDE, SIDE_R, SIDE_S = 0, 1, 2
+
+
 class Strategy(ABC):
     """Base of every key-level strategy; subclasses set ``name`` and ``_rebalance``."""
 
@@ -218,6 +222,13 @@ class Strategy(ABC):
     def _rebalance(self, view: PlanView) -> Delta:
         """The moves of one plan as a :class:`Delta`; must conserve every key's load."""
         return Delta.empty()
+
+    def replicated_sides(self, r_tuples: np.ndarray, s_tuples: np.ndarray) -> np.ndarray:
+        """Paper 000's two-stream rule for split keys of an equi-join: per key (given
+        the tuples each side of it holds), the side whose tuples are replicated to every
+        node of ``Y(k)`` (``SIDE_R`` / ``SIDE_S``) or ``NO_SIDE`` (every probe goes to all
+        nodes of ``Y(k)``, Algorithm 1). Off unless a strategy says otherwise."""
+        return np.full(len(r_tuples), NO_SIDE, dtype=np.int8)
 
 
 def _check_n_nodes(n_nodes: int) -> None:

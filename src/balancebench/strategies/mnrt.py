@@ -40,8 +40,16 @@ untouched rows are searched with numpy (best row first) instead of sorting all o
 ``tests/strategies/reference.py`` keeps a whole-data version; both make the same
 decisions on every window routed by the strategy's own table.
 
-Not modelled here: the two-stream rule "keep the large side of a key in place and
-broadcast the small side" belongs to the join executor (a later issue).
+Two-stream rule (paper 000 §4.3, one sentence: "keep the large side in place and send
+the small side") for equi-joins, :meth:`MnrtStrategy.replicated_sides`: a key split over
+several nodes of ``Y(k)`` whose one side holds at least ``two_stream_ratio`` times the
+other side's tuples replicates its small side: a small-side tuple is stored on (and
+probes) every node of ``Y(k)``, a large-side tuple is stored ONE and probes only the
+node it is stored on, which holds every small-side tuple of the key. The plan itself is
+unchanged; the join executor applies the rule (``spark.routers``). **[interpretation]**
+"much larger" is the ratio parameter (default 2: replicating the small side then ships
+fewer copies than sending every large-side probe to all nodes of ``Y(k)``); 0 turns the
+rule off, which is Algorithm 1's operator routing ALL for every split key.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from balancebench.hashing import home_nodes
-from balancebench.strategies.base import Delta, PlanView, Strategy
+from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S, Delta, PlanView, Strategy
 
 # Priority cells of Table 2, in the order Algorithm 4 tries them.
 MERGE_BACK, MERGE_ACROSS, MERGE_OUT = 0, 1, 2
@@ -74,6 +82,30 @@ class _Piece:
 class MnrtStrategy(Strategy):
     name = "mnrt"
     reference = "paper 000 §4.3 Algorithm 4 (MNRT), Table 2"
+    param_schema = {
+        "two_stream_ratio": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1e9,
+            "default": 2.0,
+            "description": "Two-stream rule (equi-joins): a split key whose one side holds "
+            "at least this many times the other side's tuples replicates the small side to "
+            "every node of Y(k) and probes the large side only where it is stored; 0 = off "
+            "(every probe of a split key goes to all its nodes).",
+        },
+    }
+
+    def replicated_sides(self, r_tuples: np.ndarray, s_tuples: np.ndarray) -> np.ndarray:
+        ratio = float(self.settings["two_stream_ratio"])
+        r = np.asarray(r_tuples, dtype=np.float64)
+        s = np.asarray(s_tuples, dtype=np.float64)
+        side = np.full(len(r), NO_SIDE, dtype=np.int8)
+        if ratio <= 0:
+            return side
+        side[s >= ratio * r] = SIDE_R  # R is the small side (also when R holds nothing)
+        side[(r >= ratio * s) & (r > s)] = SIDE_S
+        side[(r == 0) & (s == 0)] = NO_SIDE
+        return side
 
     def _rebalance(self, view: PlanView) -> Delta:
         return _Mnrt(view).run()
