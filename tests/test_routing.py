@@ -103,7 +103,8 @@ def test_mnrt_replicates_the_side_much_smaller_than_the_other():
     r = np.array([1.0, 900.0, 10.0, 0.0, 0.0, 20.0])
     s = np.array([500.0, 2.0, 20.0, 7.0, 0.0, 60.0])
     # much smaller R; much smaller S; within 3x (no rule); R empty; nothing; exactly 3x
-    assert mnrt.replicated_sides(r, s).tolist() == [SIDE_R, SIDE_S, NO_SIDE, SIDE_R, NO_SIDE, SIDE_R]
+    want = [SIDE_R, SIDE_S, NO_SIDE, SIDE_R, NO_SIDE, SIDE_R]
+    assert mnrt.replicated_sides(r, s).tolist() == want
     off = get_strategy("mnrt", two_stream_ratio=0.0)
     assert off.replicated_sides(r, s).tolist() == [NO_SIDE] * 6
     assert get_strategy("qmmp").replicated_sides(r, s).tolist() == [NO_SIDE] * 6
@@ -123,7 +124,11 @@ def test_replica_sync_copies_to_new_nodes_and_collapses_a_side_that_leaves():
     before = reps([(5, SIDE_S, [1, 3]), (7, SIDE_S, [0, 2]), (9, SIDE_R, [2, 3])])
     after = reps([(5, SIDE_S, [3, 0, 2]), (9, SIDE_S, [2, 3]), (11, SIDE_R, [1, 2])])
     sync = replica_sync(before, after)
-    rows = list(zip(sync.key.tolist(), sync.side, sync.source.tolist(), sync.have, sync.targets))
+    rows = list(
+        zip(
+            sync.key.tolist(), sync.side, sync.source.tolist(), sync.have, sync.targets, strict=True
+        )
+    )
     assert rows == [
         # stays replicated: copied from a holder to the new nodes, dropped where Y(k) left
         (5, "S", 1, [1, 3], [0, 2, 3]),

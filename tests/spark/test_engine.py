@@ -151,12 +151,12 @@ class RandomRouter(KeyLevelRouter):
             # The two-stream rule on random split keys with a random replicated side
             # (a key may switch side or leave the rule from one batch to the next).
             rows = self.table.part_rows()
-            split = [k for k in np.unique(rows["key"]) if len(set(rows["node"][rows["key"] == k])) > 1]
-            split = [k for k in split if rng.random() < 0.7]
+            nodes_of = {k: np.unique(rows["node"][rows["key"] == k]) for k in rows["key"]}
+            split = [k for k in sorted(nodes_of) if len(nodes_of[k]) > 1 and rng.random() < 0.7]
             after = Replicas(
                 np.array(split, np.int64),
                 rng.integers(SIDE_R, SIDE_S + 1, len(split)).astype(np.int8),
-                [np.unique(rows["node"][rows["key"] == k]) for k in split],
+                [nodes_of[k] for k in split],
             )
             moves.replicas = replica_sync(self.replicas, after)
             self.replicas = after

@@ -417,9 +417,7 @@ class KeyLevelRouter(SparkRouter):
         stores = F.array_contains(F.col("_stores"), F.col("_copy"))
         probes = F.array_contains(F.col("_probes"), F.col("_copy"))
         role = (
-            F.when(stores & probes, F.lit(BOTH))
-            .when(stores, F.lit(STORE))
-            .otherwise(F.lit(PROBE))
+            F.when(stores & probes, F.lit(BOTH)).when(stores, F.lit(STORE)).otherwise(F.lit(PROBE))
         )
         return placed.select(*BATCH_COLUMNS, F.col("_copy").alias("node"), role.alias("role"))
 
