@@ -87,6 +87,17 @@ def main() -> None:
                 f"{[round(s * 1e3) for s in service]}",
                 flush=True,
             )
+            stages = sorted({k for b in batches for k in b.extra if k.startswith("node_work_")})
+            mean_ms = {
+                k[10:-2]: np.mean([b.extra.get(k, 0.0) for b in batches]) * 1e3 for k in stages
+            }
+            received = np.mean([b.received_tuples for b in batches])
+            print(
+                "    mean node work per batch by stage (ms): "
+                + ", ".join(f"{k} {v:.0f}" for k, v in mean_ms.items())
+                + f"; tuples received per batch {received:,.0f}",
+                flush=True,
+            )
         df.unpersist()
 
     def per_tuple_us(key: tuple[float, str]) -> float:

@@ -277,7 +277,8 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "node_work_<stage>_s": (
         "[per batch] executorCpuTime summed over all nodes in one node stage of the engine "
-        "(receive, operator, state, merge), seconds: where the node work goes."
+        "(receive, operator, merge, compact: a join's merge of its state pieces), seconds: "
+        "where the node work goes."
     ),
     # ---- per run ------------------------------------------------------------------------
     "plan_time_ms_mean": "Mean of plan_time_ms over the plans of the run.",

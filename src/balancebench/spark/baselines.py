@@ -102,7 +102,7 @@ from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
 from balancebench.spark.engine import EngineConfig, check_batch
-from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
+from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock, release
 from balancebench.spark.task_metrics import ROUTE, TaskMetricsReader
 from balancebench.workloads import AGGREGATE, BAND_JOIN, check_strategy
 
@@ -553,7 +553,7 @@ class _BatchQueries(_Baseline):
 
     def close(self) -> None:
         for piece in getattr(self, "pieces", {}).values():
-            piece.unpersist()
+            release(piece)
 
     def horizon(self, b: int) -> float | None:
         """Oldest event time a join still needs after batch ``b`` (None: full history)."""
@@ -639,7 +639,7 @@ class _BatchQueries(_Baseline):
         """Drop the pieces the user no longer needs; kept tuples per node."""
         keep = set(self.kept_batches(b))
         for j in [j for j in self.pieces if j not in keep]:
-            self.pieces.pop(j).unpersist()
+            release(self.pieces.pop(j))
             self.piece_rows.pop(j, None)
         state = np.zeros(self.n, dtype=np.int64)
         for j in self.pieces:

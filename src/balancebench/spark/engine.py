@@ -20,14 +20,17 @@ Execution model (one Spark application per strategy run):
   ``localCheckpoint``; a node's task scans the union of its pieces (the union keeps
   the node partitioning), so a batch never rewrites state it did not change (a window
   join drops a piece once all its tuples are older than ``window_s`` and ignores older
-  rows of a kept piece). An aggregation's state is its partial counts (one row per
+  rows of a kept piece). Pieces are merged like a binary counter (``merge_pieces``:
+  the nodes' state update, measured as node work), so a node scans O(log batches)
+  pieces, not one per batch. An aggregation's state is its partial counts (one row per
   node, key and batch slice inside a window, older slices dropped; one running count
   per node and key for full history), rewritten each batch.
 - **Operator.** Aggregation: each node counts its tuples per key and adds them to its
   state; the window's answer merges the partials of every node per key at the key's
   home node ``F(k)`` (a split key's partials travel there; that merge is node work;
   TOPK: the ``top_k`` keys by count, ties to the smaller key). Join (paper 000
-  Algorithm 1): each node joins the probes it received with the tuples it stores (its
+  Algorithm 1, with MNRT's two-stream rule for split keys, ``routers``): each node
+  joins the probes it received with the tuples it stores (its
   pieces of the other side and the batch's new stored tuples) on the key (equi) or on
   ``|k1 - k2| <= band_width`` (band, as an equi-join on the probe's ``2w + 1``
   candidate keys), keeping a pair only when the stored tuple arrived earlier
@@ -73,7 +76,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.hashing import FRACTION_UNITS, partition_surrogates
-from balancebench.spark.loop import BatchResult, MicroBatchLoop, OracleMismatch, PhaseClock
+from balancebench.spark.loop import (
+    BatchResult,
+    MicroBatchLoop,
+    OracleMismatch,
+    PhaseClock,
+    release,
+)
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     PROBES,
@@ -93,8 +102,12 @@ __all__ = ["BatchResult", "Engine", "EngineConfig", "OracleMismatch", "check_bat
 #: from the storage-routing salt, so migration does not follow storage decisions).
 MIGRATION_SALT = 0x316A7E
 #: Spark SQL settings the engine needs while it runs (restored afterwards): joins inside
-#: node partitions (no broadcast, co-partitioned on the surrogate alone).
+#: node partitions (no broadcast, co-partitioned on the surrogate alone), and no runtime
+#: bloom filter: Spark adds one in front of a checkpointed piece (its size is unknown to
+#: the optimizer), built by an extra aggregation of the probes every batch (measured:
+#: it doubled the node work of a strategy with migrated pieces against one without).
 ENGINE_CONF = {
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.unionOutputPartitioning": "true",
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
@@ -131,22 +144,42 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 class Piece:
     """Stored join tuples (both sides), kept on their nodes (partition ``i`` = node
     ``i``) and written once: a batch's stored rows are its cached routed rows (caching
-    them is the receive stage's work), a migration's are ``localCheckpoint``-ed.
-    ``newest_batch`` bounds their event times (for window expiry)."""
+    them is the receive stage's work); a merge or a migration ``localCheckpoint``\\ s them.
+    ``newest_batch`` bounds their event times (for window expiry); ``span`` counts the
+    batch pieces merged into it."""
 
     newest_batch: int
     #: The stored rows (``BATCH_COLUMNS``, ``node``, ``_surrogate``).
     frame: DataFrame
     #: What holds them in memory (released when the piece is dropped).
     base: DataFrame
+    span: int = 1
 
     @classmethod
-    def written(cls, newest_batch: int, rows: DataFrame) -> Piece:
+    def written(cls, newest_batch: int, rows: DataFrame, span: int = 1) -> Piece:
+        # A checkpoint, not a cache entry: a cached plan would carry every earlier
+        # migration's plan in its own (measured: the driver ran out of memory by batch 6).
         frame = rows.localCheckpoint(eager=True)
-        return cls(newest_batch, frame, frame)
+        return cls(newest_batch, frame, frame, span)
 
     def release(self) -> None:
-        self.base.unpersist()
+        release(self.base)
+
+
+def merge_pieces(pieces: list[Piece]) -> int:
+    """How many of the newest pieces to merge into one (0: none), as a binary counter
+    over ``span``: the two newest merge when their spans are equal, and the result
+    merges on while it equals the span of the piece before it (one write for the whole
+    cascade). A node then scans O(log batches) pieces per batch instead of one per batch
+    (measured: every extra piece costs each node task about 2 ms, whatever its size),
+    and each stored tuple is rewritten O(log batches) times."""
+    if len(pieces) < 2 or pieces[-1].span != pieces[-2].span:
+        return 0
+    merged, first = pieces[-1].span, len(pieces) - 1
+    while first > 0 and pieces[first - 1].span == merged:
+        merged += pieces[first - 1].span
+        first -= 1
+    return len(pieces) - first
 
 
 def _union(frames: list[DataFrame]) -> DataFrame | None:
@@ -188,7 +221,7 @@ class Engine(MicroBatchLoop):
             piece.release()
         self.pieces = []
         if self.state is not None:
-            self.state.unpersist()
+            release(self.state)
             self.state = None
 
     # ---- one batch ----------------------------------------------------------------------
@@ -236,9 +269,16 @@ class Engine(MicroBatchLoop):
         node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n)
         if cfg.workload.operator == AGGREGATE:
             routed.unpersist()  # a join keeps its routed rows as the batch's new piece
-        answer.unpersist()
+        release(answer)
         self._commit(state_after, stats)
         clock.lap("stats")
+        if cfg.workload.operator != AGGREGATE:
+            g_compact = self.group(b, "compact")
+            if self._compact():
+                clock.lap("compact")
+                stage_work["compact"] = self.work(g_compact, NODE)
+                node_work.append(stage_work["compact"])
+                clock.lap("task_metrics")
         result = BatchResult(
             batch=b,
             input_tuples=self.batch_tuples(b),
@@ -292,7 +332,7 @@ class Engine(MicroBatchLoop):
     def _commit(self, state_after: Any, stats: BatchStats) -> None:
         if self.config.workload.operator == AGGREGATE:
             if self.state is not None:
-                self.state.unpersist()
+                release(self.state)
             self.state = state_after
         else:
             kept = {id(p.base) for p in state_after}
@@ -303,6 +343,23 @@ class Engine(MicroBatchLoop):
         held = stats.state > 0
         self.state_key = stats.key[held]
         self.state_node = stats.node[held].astype(np.int32)
+
+    def _compact(self) -> bool:
+        """Merge the newest pieces when ``merge_pieces`` says so (the nodes' state
+        update: each node rewrites its own rows, no shuffle). Whether it merged."""
+        n = merge_pieces(self.pieces)
+        if n == 0:
+            return False
+        merging = self.pieces[-n:]
+        rows = _union([p.frame for p in merging])
+        assert rows is not None
+        merged = Piece.written(
+            max(p.newest_batch for p in merging), rows, sum(p.span for p in merging)
+        )
+        for p in merging:
+            p.release()
+        self.pieces = self.pieces[:-n] + [merged]
+        return True
 
     def _track_moved_state(self, b: int, moves: Reassignment) -> None:
         """Where state is after a migration, for the next batch's probes: a move adds its
@@ -467,17 +524,19 @@ class Engine(MicroBatchLoop):
         )
 
     # ---- migration ----------------------------------------------------------------------
-    def _count_and_release(self, arrived: list[tuple[DataFrame, Any]]) -> float:
-        """State tuples that moved (harness bookkeeping, after the migration's jobs)."""
+    def _count_and_release(self, arrived: list[tuple[DataFrame, Any, bool]]) -> float:
+        """State tuples that moved (harness bookkeeping, after the migration's jobs);
+        releases the rows that are not themselves state."""
         total = 0.0
-        for frame, weight in arrived:
+        for frame, weight, not_state in arrived:
             total += float(frame.agg(F.sum(weight)).collect()[0][0] or 0)
-            frame.unpersist()
+            if not_state:
+                frame.unpersist()
         return total
 
-    def _migrate(self, b: int, moves: Reassignment) -> list[tuple[DataFrame, Any]]:
+    def _migrate(self, b: int, moves: Reassignment) -> list[tuple[DataFrame, Any, bool]]:
         """Apply a reassignment to the state; returns the rows that arrived on a new node
-        (persisted, with their tuple weight) for counting."""
+        (persisted, with their tuple weight and whether to release them after counting)."""
         if moves.state_rows is not None:
             return self._replace_state(b, moves.state_rows)
         seg = self.spark.createDataFrame(
@@ -496,9 +555,9 @@ class Engine(MicroBatchLoop):
             stay, arrived = self._split_counts(self.state, seg)
             arrived = arrived.persist()
             new_state = stay.unionByName(arrived).localCheckpoint(eager=True)
-            self.state.unpersist()
+            release(self.state)
             self.state = new_state
-            return [(arrived, F.col("count"))]
+            return [(arrived, F.col("count"), True)]
         sync = self._sync_table(moves)
         stays: list[Piece] = []
         movers: list[DataFrame] = []
@@ -510,15 +569,16 @@ class Engine(MicroBatchLoop):
             stay, arrived = self._split_tuples(frame, seg)
             if kept_copies is not None:
                 stay = stay.unionByName(kept_copies)
-            stays.append(Piece.written(piece.newest_batch, stay))
+            stays.append(Piece.written(piece.newest_batch, stay, piece.span))
             movers.append(arrived)
-            piece.release()
         rows = _union(movers)
         assert rows is not None
-        rows = rows.repartition(self.n, "_surrogate").persist()
-        stays.append(Piece.written(b, rows))
-        self.pieces = stays
-        return [(rows, F.lit(1))]
+        arrival = Piece.written(b, rows.repartition(self.n, "_surrogate"))
+        # Released only now: the moving rows were read from them.
+        for piece in self.pieces:
+            piece.release()
+        self.pieces = [*stays, arrival]
+        return [(arrival.frame, F.lit(1), False)]
 
     def _sync_table(self, moves: Reassignment) -> DataFrame | None:
         """The two-stream rule's sync (``routers.ReplicaSync``) as a broadcast table."""
@@ -620,7 +680,7 @@ class Engine(MicroBatchLoop):
 
     def _replace_state(
         self, b: int, state_rows: Callable[[DataFrame], DataFrame]
-    ) -> list[tuple[DataFrame, Any]]:
+    ) -> list[tuple[DataFrame, Any, bool]]:
         """State rows recomputed by a join architecture (e.g. a grown grid): rows whose
         node is unchanged stay in place, the others (and new copies) are shipped. Moved
         tuples = rows on a node that did not hold them before."""
@@ -644,7 +704,7 @@ class Engine(MicroBatchLoop):
         for p in self.pieces:
             p.release()
         self.pieces = [written]
-        return [(arrived, F.lit(1))]
+        return [(arrived, F.lit(1), True)]
 
 
 def expected_answer(stream: DataFrame, config: EngineConfig, b: int) -> DataFrame:

@@ -136,6 +136,17 @@ class PhaseClock:
         return time.perf_counter() - self.started
 
 
+def release(df: DataFrame) -> None:
+    """Free what holds ``df``'s rows: its cache entry, or the blocks of a
+    ``localCheckpoint`` (``DataFrame.unpersist`` does not reach those: the checkpointed
+    RDD under the plan keeps them until the application ends)."""
+    plan = df._jdf.queryExecution().analyzed()
+    if plan.getClass().getName().endswith(".LogicalRDD"):
+        plan.rdd().unpersist(False)
+    else:
+        df.unpersist()
+
+
 @contextmanager
 def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
     """Set Spark SQL settings for the block and restore the previous values after it."""
