@@ -103,9 +103,14 @@ def test_every_workload_and_strategy_matches_plain_spark(spark, streams, workloa
         assert all(b.replication_factor >= 1.0 for b in batches)
         if name == "hash" and workload == "eq5":
             assert [b.received_tuples for b in batches] == [b.input_tuples for b in batches]
-        # full history: the state holds every tuple so far, after any migration
+        # full history: the state holds every tuple so far, after any migration (mnrt's
+        # two-stream rule also keeps copies of a split key's small side on all its nodes)
+        so_far = batches[0].input_tuples + batches[1].input_tuples
         assert batches[0].node_state.sum() == batches[0].input_tuples
-        assert batches[1].node_state.sum() == batches[0].input_tuples + batches[1].input_tuples
+        if name == "mnrt" and workload == "eq5":
+            assert so_far <= batches[1].node_state.sum() <= so_far + 0.01 * so_far
+        else:
+            assert batches[1].node_state.sum() == so_far
 
 
 def test_window_join_and_migration_conserve_state(spark, streams):

@@ -554,7 +554,9 @@ class Engine(MicroBatchLoop):
             assert self.state is not None
             stay, arrived = self._split_counts(self.state, seg)
             arrived = arrived.persist()
+            arrived.write.format("noop").mode("overwrite").save()
             new_state = stay.unionByName(arrived).localCheckpoint(eager=True)
+            # Released once nothing reads it: the moved counts were computed from it.
             release(self.state)
             self.state = new_state
             return [(arrived, F.col("count"), True)]
@@ -699,6 +701,7 @@ class Engine(MicroBatchLoop):
         kept = tagged.where(F.col("_kept")).select(*columns)
         arrived = tagged.where(~F.coalesce(F.col("_kept"), F.lit(False))).select(*columns)
         arrived = arrived.repartition(self.n, "_surrogate").persist()
+        arrived.write.format("noop").mode("overwrite").save()  # counted after the release
         new_state = kept.repartition(self.n, "_surrogate").unionByName(arrived)
         written = Piece.written(b, new_state)
         for p in self.pieces:
