@@ -8,7 +8,11 @@ UV_RUN := $(UV) run --frozen
 CONF ?= {}
 SPARK_MASTER ?=
 
-.PHONY: setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean
+# User values reach commands as environment variables, never spliced into shell text.
+export CONF SPARK_MASTER
+
+.PHONY: setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean \
+	airflow airflow-stop airflow-status browser
 
 $(UV):
 	$(PYTHON) -m venv $(BOOT)
@@ -19,9 +23,25 @@ setup: $(UV)
 	$(UV) sync --frozen
 
 run: setup
-	$(UV_RUN) balancebench run --conf '$(CONF)' $(if $(SPARK_MASTER),--spark-master '$(SPARK_MASTER)')
+	$(UV_RUN) balancebench run --conf "$$CONF" $(if $(SPARK_MASTER),--spark-master "$$SPARK_MASTER")
 
-test: setup
+# The local Airflow 3 service (UI + scheduler, LocalExecutor) and an MLflow server, all on
+# 127.0.0.1 with logins (infra/service.py); SPARK_MASTER applies to its tasks.
+airflow: setup
+	$(UV_RUN) python infra/service.py start
+
+airflow-stop:
+	$(UV_RUN) python infra/service.py stop
+
+airflow-status:
+	$(UV_RUN) python infra/service.py status
+
+# The headless browser the report-page test drives (Debian's chromium), once per machine.
+browser:
+	@command -v chromium >/dev/null || { apt-get install -y --no-install-recommends chromium \
+		|| { apt-get update && apt-get install -y --no-install-recommends chromium; }; }
+
+test: setup browser
 	$(UV_RUN) ruff check .
 	$(UV_RUN) pytest
 

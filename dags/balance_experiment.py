@@ -13,23 +13,26 @@ checked against plain Spark SQL. Wiring only; every step is a function of
    the seeded dataset and opens the MLflow parent run.
 2. **validate**: runs the Great Expectations suites `expectations/<dataset>/`; a failure
    stops the run here (no Spark job starts) and the GX result is kept.
-3. **run_strategy** (mapped over `strategies`): `spark-submit spark_apps/run_workload.py`
-   through the `spark_default` connection; one MLflow child run per strategy.
-4. **compare**: comparison table (CSV) and figure (PNG) on the parent run.
+3. **run_strategy** (mapped over `strategies`, each shown by its strategy's name):
+   `spark-submit spark_apps/run_workload.py` through the `spark_default` connection; one
+   MLflow child run per strategy. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) run
+   at once, so their timings are comparable (`plugins/dag_settings.py`).
+4. **compare**: comparison table (CSV), figure (PNG) and the winner of each figure on
+   the parent run.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
+from dag_settings import DRIVER_MEMORY, TIMED_CONCURRENCY
 
 from balancebench import pipeline
-from balancebench.params import EXPERIMENT_PARAMS
+from balancebench.params import EXPERIMENT_PARAMS, param_section
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 
@@ -39,7 +42,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(EXPERIMENT_PARAMS),
+    params=dag_params(EXPERIMENT_PARAMS, param_section),
     default_args={"retries": 0},
     tags=["balancebench"],
 )
@@ -51,13 +54,13 @@ def balance_experiment() -> None:
         return pipeline.generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
 
     @task
-    def validate(generated: dict) -> list[list[str]]:
-        """Great Expectations gate; on success, one spark-submit argument list per strategy."""
+    def validate(generated: dict) -> list[dict]:
+        """Great Expectations gate; on success, one spark-submit per strategy."""
         report = pipeline.validate_step(generated)
         if not report.success:
             raise AirflowFailException(report.message())
         print(report.message())
-        return pipeline.submit_args(generated)
+        return pipeline.submit_args(generated, TIMED_CONCURRENCY)
 
     @task(trigger_rule="all_done")
     def compare(generated: dict) -> str:
@@ -73,10 +76,11 @@ def balance_experiment() -> None:
         task_id="run_strategy",
         application=str(SPARK_APP),
         conn_id="spark_default",
-        name="balancebench",
         # Local mode: the driver runs the tasks and caches each batch's routed rows.
-        driver_memory=os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g"),
-    ).expand(application_args=validate(generated))
+        driver_memory=DRIVER_MEMORY,
+        max_active_tis_per_dag=TIMED_CONCURRENCY,
+        map_index_template="{{ task.name }}",
+    ).expand_kwargs(validate(generated))
     runs >> compare(generated)
 
 

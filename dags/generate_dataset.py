@@ -22,7 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 
 from balancebench import pipeline
-from balancebench.params import DATASET_DAG_PARAMS
+from balancebench.params import DATASET_DAG_PARAMS, param_section
 
 
 @dag(
@@ -30,7 +30,7 @@ from balancebench.params import DATASET_DAG_PARAMS
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(DATASET_DAG_PARAMS),
+    params=dag_params(DATASET_DAG_PARAMS, param_section),
     default_args={"retries": 0},
     tags=["balancebench", "datasets"],
 )

@@ -25,19 +25,20 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
+from dag_settings import MODEL_CRON
 
 from balancebench import pipeline
-from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS
+from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_sweep.py"
 
 
 @dag(
     dag_id="model_experiment",
-    schedule=None,
+    schedule=MODEL_CRON,
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(MODEL_EXPERIMENT_PARAMS),
+    params=dag_params(MODEL_EXPERIMENT_PARAMS, model_param_section),
     default_args={"retries": 0},
     tags=["balancebench"],
 )

@@ -7,15 +7,21 @@ Airflow puts this folder on ``sys.path`` (``AIRFLOW__CORE__PLUGINS_FOLDER``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import Param
 
 
-def dag_params(specs: dict[str, dict[str, Any]]) -> dict[str, Param]:
-    """One ``Param`` per spec: its ``default`` is the value, the rest is its JSON schema."""
+def dag_params(
+    specs: dict[str, dict[str, Any]], section: Callable[[str], str] | None = None
+) -> dict[str, Param]:
+    """One ``Param`` per spec: its ``default`` is the value, the rest is its JSON schema.
+    ``section(name)`` groups the trigger form (Airflow renders one panel per section)."""
     params = {}
     for name, spec in specs.items():
         schema = dict(spec)
+        if section is not None:
+            schema["section"] = section(name)
         params[name] = Param(schema.pop("default"), **schema)
     return params

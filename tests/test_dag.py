@@ -90,3 +90,38 @@ def test_model_experiment_shape_and_params(dagbag):
     with pytest.raises(ParamValidationError) as err:
         params["model"] = "ns3"
     assert "Invalid input for param model: " in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "dag_id", ["balance_experiment", "model_experiment", "nightly_sweep", "generate_dataset"]
+)
+def test_every_dag_triggers_on_its_defaults_with_sectioned_fields(dagbag, dag_id):
+    """The UI's trigger form: the defaults validate, nothing is an empty string (the form
+    treats "" as a missing required field and disables Trigger), every field has a section."""
+    dag = dagbag.dags[dag_id]
+    dag.params.validate()
+    for name, param in dag.params.items():
+        assert param.value != "", f"{dag_id}.{name}: empty-string default blocks the form"
+        assert param.schema.get("section"), f"{dag_id}.{name} has no section"
+    sections = {p.schema["section"] for p in dag.params.values()}
+    assert len(sections) >= 2
+
+
+def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
+    dag = dagbag.dags["nightly_sweep"]
+    assert set(dag.task_ids) == {
+        "generate",
+        "validate",
+        "run_cell",
+        "summarize",
+        "check_regressions",
+    }
+    # A cron trigger (no data intervals, no catchup) at 02:00 by default.
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable"
+    assert dag.timetable.expression == "0 2 * * *"
+    assert dag.catchup is False
+    for dag_id, task_id in (("nightly_sweep", "run_cell"), ("balance_experiment", "run_strategy")):
+        mapped = dagbag.dags[dag_id].get_task(task_id)
+        # Timed runs do not share the machine unless the user asks for it.
+        assert mapped.partial_kwargs["max_active_tis_per_dag"] == 1
+        assert mapped.partial_kwargs["map_index_template"] == "{{ task.name }}"

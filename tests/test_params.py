@@ -56,3 +56,41 @@ def test_strategy_params_are_params():
     assert p["readj_max_iterations"] == 5 and p["pkg_senders"] == 4
     with pytest.raises(ValueError, match="balanceload_buckets: 0 is less than the minimum of 1"):
         validate_params({"balanceload_buckets": 0})
+
+
+def test_a_child_run_carries_only_the_params_that_apply():
+    from balancebench.params import applicable_params, param_section, validate_params
+
+    params = validate_params({"workload": "eq5", "strategies": ["hash", "mnrt"]})
+    applies = applicable_params(params, ["mnrt"])
+    assert applies["strategies"] == ["mnrt"]
+    assert "mnrt_two_stream_ratio" in applies
+    assert not any(k.startswith(("pkg_", "readj_", "topic_stream_", "packets_")) for k in applies)
+    assert any(k.startswith("tpch_") for k in applies)  # eq5 reads the tpch generator
+    assert "top_k" not in applies and "band_width" not in applies
+    assert applies["zipf_s"] == params["zipf_s"] and applies["n_nodes"] == params["n_nodes"]
+    assert param_section("mnrt_two_stream_ratio") == "Strategy: mnrt"
+    assert param_section("tpch_scale_factor") == "Dataset: tpch"
+    assert param_section("n_nodes") == "Experiment"
+
+
+def test_the_comparison_keeps_one_strategy_order_and_one_colour_each():
+    import pandas as pd
+
+    from balancebench.compare import comparison_table, strategy_color, winners
+
+    children = pd.DataFrame(
+        {
+            "params.strategy": ["mnrt", "hash", "qmmp"],
+            "run_id": ["c", "a", "b"],
+            "metrics.latency_p99_s": [1.0, 2.0, 1.5],
+            "metrics.capacity_tuples_per_s": [10.0, 30.0, 20.0],
+        }
+    )
+    table = comparison_table(children)
+    assert table["strategy"].tolist() == ["hash", "qmmp", "mnrt"]  # the registry's order
+    assert table["run_id"].tolist() == ["a", "b", "c"]
+    won = winners(table)
+    assert won["latency_p99_s"] == "mnrt" and won["capacity_tuples_per_s"] == "hash"
+    colours = {s: strategy_color(s) for s in ("hash", "qmmp", "mnrt", "spark_aqe")}
+    assert len(set(colours.values())) == 4

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from balancebench import tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
+from balancebench.experiment import PROGRESS
 from balancebench.local_env import airflow_env
 from balancebench.params import defaults, validate_params
 from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
@@ -45,7 +46,7 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
         assert proc.stdout is not None
         for line in proc.stdout:
             sink.write(line)
-            if "[DAG TEST]" in line or "ERROR" in line or "Traceback" in line:
+            if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR", "Traceback")):
                 console.print(line.rstrip(), markup=False, highlight=False)
         return proc.wait()
 

@@ -1,4 +1,8 @@
-"""The comparison of one DAG run: a table (one row per strategy) and a figure."""
+"""The comparison of one DAG run: a table (one row per strategy) and a figure.
+
+One strategy order (the registry's) and one colour per strategy everywhere: the table,
+the CSV, the figure, ``balancebench report`` and the sweep report.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from balancebench.regression import HIGHER, TIMED
+from balancebench.strategies import STRATEGIES
 
 #: Columns of the comparison table, in order (all defined in ``metrics``).
 TABLE_METRICS = [
@@ -34,50 +41,116 @@ TABLE_METRICS = [
 SERIES = ["imbalance_max_over_mean", "makespan_s"]
 
 
+def strategy_order(names: list[str]) -> list[str]:
+    """``names`` in the registry's order (names it does not know go last, as given)."""
+    known = [s for s in STRATEGIES if s in names]
+    return known + [n for n in names if n not in STRATEGIES]
+
+
+def strategy_color(name: str) -> str:
+    """The one colour of a strategy in every figure (matplotlib's tab20, by registry index)."""
+    import matplotlib
+
+    names = list(STRATEGIES)
+    index = names.index(name) if name in names else len(names)
+    r, g, b, _ = matplotlib.colormaps["tab20"](index % 20)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
+def winners(table: pd.DataFrame) -> dict[str, str]:
+    """Per timed headline figure, the strategy with the best value (its good direction
+    from ``regression.TIMED``); a figure no strategy has is left out."""
+    out = {}
+    for metric, direction in TIMED.items():
+        if metric not in table or table[metric].isna().all():
+            continue
+        col = table.set_index("strategy")[metric].dropna()
+        out[metric] = str(col.idxmax() if direction == HIGHER else col.idxmin())
+    return out
+
+
 def comparison_table(children: pd.DataFrame) -> pd.DataFrame:
-    """One row per child run (strategy) from an ``mlflow.search_runs`` frame."""
+    """One row per child run (strategy) from an ``mlflow.search_runs`` frame, in the
+    registry's strategy order."""
     rows = []
     for _, run in children.iterrows():
         row: dict[str, Any] = {"strategy": run.get("params.strategy"), "run_id": run["run_id"]}
         for m in TABLE_METRICS:
             row[m] = run.get(f"metrics.{m}")
         rows.append(row)
-    return pd.DataFrame(rows, columns=["strategy", *TABLE_METRICS, "run_id"])
+    table = pd.DataFrame(rows, columns=["strategy", *TABLE_METRICS, "run_id"])
+    order = strategy_order(table["strategy"].tolist())
+    return table.set_index("strategy").loc[order].reset_index()
 
 
-def comparison_figure(table: pd.DataFrame, history: dict[str, dict[str, list]], path: Path) -> Path:
-    """2x2 figure: per-batch imbalance and makespan per strategy, latency and plan time."""
+def comparison_figure(
+    table: pd.DataFrame, history: dict[str, dict[str, list]], path: Path, title: str = ""
+) -> Path:
+    """2x3 figure, one colour per strategy: per-batch imbalance and makespan; latency;
+    plan time; migration cost; delivered throughput and capacity."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    names = table["strategy"].tolist()
+    colors = [strategy_color(n) for n in names]
+    x = list(range(len(names)))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, metric, label in (
         (axes[0, 0], "imbalance_max_over_mean", "tuple imbalance (max/mean - 1)"),
-        (axes[0, 1], "makespan_s", "makespan of the per-node stage (s)"),
+        (axes[0, 1], "makespan_s", "slowest node's work per batch (s)"),
     ):
-        for strategy, series in history.items():
-            steps, values = series.get(metric, ([], []))
-            ax.plot(steps, values, marker="o", label=strategy)
+        for strategy in names:
+            steps, values = history.get(strategy, {}).get(metric, ([], []))
+            ax.plot(steps, values, marker="o", label=strategy, color=strategy_color(strategy))
         ax.set_xlabel("micro-batch")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend()
-    names = table["strategy"].tolist()
-    x = range(len(names))
-    ax = axes[1, 0]
+
+    def bars(ax: Any, column: str, label: str, scale: float = 1.0, hatch: str = "") -> None:
+        ax.bar(x, table[column].fillna(0.0) * scale, color=colors, hatch=hatch)
+        ax.set_xticks(x, names)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, axis="y")
+
+    ax = axes[0, 2]
     width = 0.38
-    ax.bar([i - width / 2 for i in x], table["latency_p50_s"], width, label="p50")
-    ax.bar([i + width / 2 for i in x], table["latency_p99_s"], width, label="p99")
-    ax.set_xticks(list(x), names)
-    ax.set_ylabel("event-time latency (s)")
+    ax.bar([i - width / 2 for i in x], table["latency_p50_s"], width, color=colors, label="p50")
+    ax.bar(
+        [i + width / 2 for i in x],
+        table["latency_p99_s"],
+        width,
+        color=colors,
+        hatch="//",
+        label="p99 (hatched)",
+    )
+    ax.set_xticks(x, names)
+    ax.set_ylabel("event-time latency (s), lower is better")
     ax.legend()
-    ax = axes[1, 1]
-    ax.bar(list(x), table["plan_time_ms_mean"])
-    ax.set_xticks(list(x), names)
-    ax.set_ylabel("mean plan time (ms)")
-    fig.suptitle("balancebench: windowed TOPK under each strategy")
+    bars(axes[1, 0], "plan_time_ms_mean", "mean plan time (ms), lower is better")
+    bars(axes[1, 1], "migration_s_total", "migration cost, sum (s), lower is better")
+    ax = axes[1, 2]
+    ax.bar(
+        [i - width / 2 for i in x],
+        table["throughput_tuples_per_s"] / 1e6,
+        width,
+        color=colors,
+        label="delivered",
+    )
+    ax.bar(
+        [i + width / 2 for i in x],
+        table["capacity_tuples_per_s"] / 1e6,
+        width,
+        color=colors,
+        hatch="//",
+        label="capacity (hatched)",
+    )
+    ax.set_xticks(x, names)
+    ax.set_ylabel("M tuples/s, higher is better")
+    ax.legend()
+    fig.suptitle(title or "balancebench comparison")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -10,9 +10,10 @@ the cost model (``metrics.clock``); logs everything with the units and definitio
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from balancebench import metrics, replay, tracking
-from balancebench.params import validate_params
+from balancebench.params import applicable_params, validate_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
 from balancebench.streams import ReplayStream, build_stream
@@ -39,6 +40,13 @@ class RunSpec:
     dag_run_id: str = ""
     #: Where the JSON summary goes (default ``.local/results/<parent run>/<strategy>.json``).
     result_path: str | None = None
+    #: MLflow run name (default: the strategy) and extra tags (a sweep's cell, repetition).
+    run_name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    #: Timed runs of this DAG run allowed at once on the machine (logged as a param).
+    concurrency: int = 1
+    #: Test hook of the nightly sweep's regression check (``Strategy.extra_plan_work_ms``).
+    plan_extra_work_ms: float = 0.0
 
     def to_args(self) -> list[str]:
         return ["--spec", json.dumps(self.__dict__, sort_keys=True)]
@@ -172,6 +180,21 @@ def execute(
     return batches
 
 
+PROGRESS = "[balancebench progress]"
+
+
+def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
+    """A measured batch: its series to MLflow and one progress line to the task log."""
+    series = batch_metrics(result, bandwidth_mb_per_s)
+    tracking._mlflow().log_metrics(series, step=result.batch)
+    print(
+        f"{PROGRESS} {label}: batch {result.batch + 1} of {n_batches} checked by the oracle; "
+        f"{result.input_tuples} tuples, imbalance {result.imbalance_max_over_mean:.2f}, "
+        f"service {series['service_s'] * 1e3:.0f} ms",
+        flush=True,
+    )
+
+
 def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     """Replay the dataset's workload under one strategy in this process's Spark application."""
     params = validate_params(spec.params)
@@ -183,6 +206,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     strategy = get_strategy(
         spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
     )
+    strategy.extra_plan_work_ms = spec.plan_extra_work_ms
     stream = build_stream(workload.name, spec.dataset_dir, params)
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
@@ -194,7 +218,8 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     sc = spark.sparkContext
     experiment_id = tracking.ensure_experiment(params["experiment"])
     run_params = {
-        **tracking.flat_params(params),
+        # Only what applies to this run: not other datasets', strategies' or workloads'.
+        **tracking.flat_params(applicable_params(params, [spec.strategy])),
         "strategy": spec.strategy,
         "strategy_kind": strategy_kind(spec.strategy),
         "workload": workload.name,
@@ -207,16 +232,20 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
         **{f"strategy.{k}": str(v) for k, v in strategy.params().items()},
+        "timed_concurrency": str(spec.concurrency),
     }
+    if spec.plan_extra_work_ms:
+        run_params["plan_extra_work_ms"] = str(spec.plan_extra_work_ms)
     tags = {
         tracking.ROLE_TAG: "child",
         "airflow.dag_id": spec.dag_id,
         "airflow.run_id": spec.dag_run_id,
         "strategy_reference": strategy.reference,
+        **spec.tags,
     }
     with mlflow.start_run(
         experiment_id=experiment_id,
-        run_name=spec.strategy,
+        run_name=spec.run_name or spec.strategy,
         parent_run_id=spec.parent_run_id,
         tags=tags,
     ) as active:
@@ -247,8 +276,11 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
                 strategy,
                 spec.strategy,
                 params,
-                on_batch=lambda r: mlflow.log_metrics(
-                    batch_metrics(r, params["network_bandwidth_mb_per_s"]), step=r.batch
+                on_batch=lambda r: _log_batch(
+                    r,
+                    spec.run_name or spec.strategy,
+                    params["n_batches"],
+                    params["network_bandwidth_mb_per_s"],
                 ),
             )
         except AssertionError:
@@ -263,6 +295,10 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             "oracle_passed": 1.0,
         }
         mlflow.log_metrics(summary)
+        answers = [b.answer if isinstance(b.answer, list | str) else None for b in batches]
+        # The answers' digest: equal digests = equal results (the sweep's exact check).
+        digest = hashlib.sha256(json.dumps(answers, default=str).encode()).hexdigest()
+        mlflow.set_tag("result_digest", digest)
         record = {
             "run_id": active.info.run_id,
             "strategy": spec.strategy,
@@ -272,7 +308,8 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             "node_received": [b.node_received.tolist() for b in batches],
             "node_run_time_s": [b.node_run_time_s.tolist() for b in batches],
             "node_state": [b.node_state.tolist() for b in batches],
-            "answers": [b.answer if isinstance(b.answer, list | str) else None for b in batches],
+            "answers": answers,
+            "result_digest": digest,
         }
         out = (
             Path(spec.result_path)

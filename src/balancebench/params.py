@@ -198,3 +198,46 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
     for name in params["strategies"]:
         check_strategy(workload.name, name, STRATEGIES[name].operators)
     return params
+
+
+# ---- what applies to what (trigger-form sections, the Params a child run carries) ----
+
+#: Params that only one workload reads.
+WORKLOAD_ONLY: dict[str, str] = {"band_width": "band", "top_k": "topk"}
+_STRATEGY_PARAMS = {
+    strategy_param_name(s, p): s for s, cls in STRATEGIES.items() for p in cls.param_schema
+}
+_GENERATOR_OWN = {p: g for g, gen in GENERATORS.items() for p in gen.own_params}
+
+
+def param_section(name: str) -> str:
+    """The trigger-form section of an experiment Param: what it configures."""
+    if name in _STRATEGY_PARAMS:
+        return f"Strategy: {_STRATEGY_PARAMS[name]}"
+    if name in _GENERATOR_OWN:
+        return f"Dataset: {_GENERATOR_OWN[name]}"
+    if name in DATASET_PARAMS:
+        return "Dataset"
+    if name == "zipf_fit_tolerance":
+        return "Validation"
+    return "Experiment"
+
+
+def applicable_params(params: dict[str, Any], strategies: list[str]) -> dict[str, Any]:
+    """The Params that apply to runs of ``strategies`` on ``params``'s workload and
+    dataset: another dataset's, another strategy's or another workload's Params are left
+    out (an MLflow run then shows what set it up, not all ~90 fields)."""
+    dataset = params["dataset"]
+    reads = set(GENERATORS[dataset].params) if dataset in GENERATORS else set(DATASET_PARAMS)
+    out = {}
+    for name, value in params.items():
+        if name in _STRATEGY_PARAMS and _STRATEGY_PARAMS[name] not in strategies:
+            continue
+        if name in DATASET_PARAMS and name not in reads:
+            continue
+        if name in WORKLOAD_ONLY and WORKLOAD_ONLY[name] != params["workload"]:
+            continue
+        out[name] = value
+    if "strategies" in out:
+        out["strategies"] = [s for s in out["strategies"] if s in strategies]
+    return out

@@ -49,3 +49,7 @@ def results_dir() -> Path:
 
 def expectations_dir() -> Path:
     return source_root() / "expectations"
+
+
+def reports_dir() -> Path:
+    return local_dir() / "reports"

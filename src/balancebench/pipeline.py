@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from balancebench import tracking
-from balancebench.compare import SERIES, comparison_figure, comparison_table
+from balancebench.compare import SERIES, comparison_figure, comparison_table, winners
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params
-from balancebench.params import validate_dataset_params, validate_params
+from balancebench.params import applicable_params, validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
 
@@ -21,7 +21,23 @@ from balancebench.validation import ValidationReport, validate_dataset
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
     p = validate_params(params)  # also checks the (workload, dataset, strategies) choice
-    dataset_dir, manifest, parent = _open_parent(p["dataset"], p, p, dag_id, run_id)
+    name = f"{p['workload']} · {', '.join(p['strategies'])} · s={p['zipf_s']:g} · N={p['n_nodes']}"
+    description = (
+        f"{dag_id} {run_id}: {p['workload']} on dataset {p['dataset']} (zipf_s {p['zipf_s']:g}, "
+        f"{p['n_tuples']} tuples, seed {p['seed']}), {p['n_batches']} micro-batches on "
+        f"{p['n_nodes']} nodes; strategies {', '.join(p['strategies'])}. One child per "
+        "strategy; the comparison (comparison.csv/png) and the winner of each figure are "
+        "added when the run ends."
+    )
+    dataset_dir, manifest, parent = _open_parent(
+        p["dataset"],
+        p,
+        applicable_params(p, p["strategies"]),
+        dag_id,
+        run_id,
+        run_name=f"{name} ({run_id})",
+        description=description,
+    )
     client = tracking._mlflow().MlflowClient()
     for name, value in tracking.dataset_metrics(manifest).items():
         client.log_metric(parent, name, value)
@@ -42,12 +58,14 @@ def _open_parent(
     logged_params: dict[str, Any],
     dag_id: str,
     run_id: str,
+    run_name: str | None = None,
+    description: str | None = None,
 ) -> tuple[Path, Any, str]:
     """Write (or reuse) the seeded dataset, open the MLflow parent run tagged with its
     digest and attach its manifest; returns (dataset_dir, manifest, parent_run_id)."""
     dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
     parent = tracking.start_parent_run(
-        p["experiment"], logged_params, dag_id, run_id, manifest.digest
+        p["experiment"], logged_params, dag_id, run_id, manifest.digest, run_name, description
     )
     tracking._mlflow().MlflowClient().log_artifact(
         parent, str(Path(dataset_dir) / "manifest.json"), "dataset"
@@ -101,17 +119,22 @@ def validate_step(generated: dict[str, Any]) -> ValidationReport:
     return report
 
 
-def submit_args(generated: dict[str, Any]) -> list[list[str]]:
-    """One ``spark_apps/run_workload.py`` argument list per strategy (mapped task input)."""
+def submit_args(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
+    """One ``spark_apps/run_workload.py`` submission per strategy (mapped task input):
+    ``application_args`` and ``name`` (the strategy; the mapped task shows it)."""
     return [
-        RunSpec(
-            dataset_dir=generated["dataset_dir"],
-            strategy=s,
-            params=generated["params"],
-            parent_run_id=generated["parent_run_id"],
-            dag_id=generated["dag_id"],
-            dag_run_id=generated["run_id"],
-        ).to_args()
+        {
+            "application_args": RunSpec(
+                dataset_dir=generated["dataset_dir"],
+                strategy=s,
+                params=generated["params"],
+                parent_run_id=generated["parent_run_id"],
+                dag_id=generated["dag_id"],
+                dag_run_id=generated["run_id"],
+                concurrency=concurrency,
+            ).to_args(),
+            "name": s,
+        }
         for s in generated["params"]["strategies"]
     ]
 
@@ -142,15 +165,43 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "comparison.csv"
     table.to_csv(csv, index=False)
-    png = comparison_figure(table, history, out / "comparison.png")
+    p = generated["params"]
+    title = (
+        f"{p['workload']} on {p['dataset']}: zipf_s {p['zipf_s']:g}, {p['n_tuples']} tuples, "
+        f"{p['n_batches']} batches, N = {p['n_nodes']}, seed {p['seed']} "
+        f"(parent run {parent[:8]}, {generated['run_id']})"
+    )
+    png = comparison_figure(table, history, out / "comparison.png", title)
     client.log_artifact(parent, str(csv))
     client.log_artifact(parent, str(png))
+    won = winners(table)
+    _log_parent_summary(client, parent, table, won)
     text = table.drop(columns=["run_id"]).to_string(index=False)
+    verdict = "; ".join(f"{m}: {s}" for m, s in won.items())
     if missing:
         tracking.end_run(parent, "FAILED", f"strategies without a finished run: {missing}")
         return False, text
-    tracking.end_run(parent, "FINISHED")
+    tracking.end_run(parent, "FINISHED", f"Best per figure: {verdict}.")
     return True, text
+
+
+def _log_parent_summary(client: Any, parent: str, table: Any, won: dict[str, str]) -> None:
+    """Each strategy's headline figures on the parent (``<metric>.<strategy>``) and the
+    winner of each (tag ``winner.<metric>``), so the parent row says who won."""
+    from mlflow.entities import Metric
+
+    from balancebench.regression import TIMED
+
+    rows = table.set_index("strategy")
+    metrics = [
+        Metric(f"{m}.{s}", float(rows.loc[s, m]), 0, 0)
+        for m in TIMED
+        for s in rows.index
+        if m in rows and rows.loc[s, m] == rows.loc[s, m]  # not NaN
+    ]
+    client.log_batch(parent, metrics=metrics)
+    for metric, strategy in won.items():
+        client.set_tag(parent, f"winner.{metric}", strategy)
 
 
 def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[float]]:
@@ -210,3 +261,308 @@ def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     text = finished[cols].to_string(index=False)
     tracking.end_run(parent, "FINISHED")
     return True, text
+
+
+# ---- nightly_sweep DAG ------------------------------------------------------------------
+
+CELL_TAG, SWEEP_TAG, CELL_KEY_TAG = (
+    "balancebench.cell",
+    "balancebench.sweep",
+    "balancebench.cell_key",
+)
+
+
+def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """Check the sweep, write (or reuse) one dataset per (dataset, zipf_s) of the grid and
+    open the sweep's MLflow parent run (role ``sweep``)."""
+    from balancebench.sweep import cell_params, cells, validate_sweep_params
+
+    p = validate_sweep_params(params)
+    found = cells(p["grid"])
+    datasets: dict[str, dict[str, Any]] = {}
+    for cell in found:
+        cp = cell_params(p, cell)
+        key = f"{cp['dataset']}@{cell.zipf_s:g}"
+        if key not in datasets:
+            folder, manifest = generate(
+                cp["dataset"], datasets_dir(), generator_params(cp["dataset"], cp)
+            )
+            datasets[key] = {"dir": str(folder), "digest": manifest.digest}
+    grid = p["grid"]
+    description = (
+        f"{dag_id} {run_id}: {len(found)} cells ({' x '.join(_grid_text(grid))}) x "
+        f"{p['repetitions']} repetitions, {p['n_tuples']} tuples, seed {p['seed']}. One child "
+        "per cell (mean, std and bootstrap 95% CI over its repetitions), one run per "
+        "repetition under it. The report (report.html) shows the winners, CIs and regressions."
+    )
+    logged = {
+        "grid": grid,
+        "repetitions": p["repetitions"],
+        **{k: v for k, v in p.items() if k in ("n_tuples", "seed", "n_batches", "experiment")},
+    }
+    parent = tracking.start_parent_run(
+        p["experiment"],
+        logged,
+        dag_id,
+        run_id,
+        ",".join(sorted({d["digest"] for d in datasets.values()})),
+        run_name=f"nightly sweep · {len(found)} cells x {p['repetitions']} ({run_id})",
+        description=description,
+        role="sweep",
+    )
+    return {
+        "params": p,
+        "datasets": datasets,
+        "parent_run_id": parent,
+        "dag_id": dag_id,
+        "run_id": run_id,
+    }
+
+
+def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
+    return [f"{axis} {grid[axis]}" for axis in ("workloads", "strategies", "zipf_s", "n_nodes")]
+
+
+def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
+    """The GX suites of every dataset of the sweep; the first failure stops the sweep."""
+    parent = generated["parent_run_id"]
+    tolerance = {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]}
+    report = None
+    for key, data in sorted(generated["datasets"].items()):
+        name = key.replace("@", "-s")
+        report = validate_dataset(
+            data["dir"], validation_dir() / f"{parent}-{name}.json", tolerance
+        )
+        tracking._mlflow().MlflowClient().log_artifact(
+            parent, str(report.result_path), f"validation/{name}"
+        )
+        if not report.success:
+            tracking.end_run(parent, "FAILED", f"dataset {key}: {report.message()}")
+            return report
+    tracking._mlflow().MlflowClient().set_tag(parent, "validation", "passed")
+    assert report is not None
+    return report
+
+
+def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
+    """Open one MLflow run per cell (child of the sweep) and return one spark-submit per
+    (cell, repetition): the same ``RunSpec`` as ``balance_experiment``'s, its run a child
+    of the cell."""
+    import hashlib
+    import json
+
+    from balancebench.sweep import cell_params, cells
+
+    p, parent = generated["params"], generated["parent_run_id"]
+    mlflow = tracking._mlflow()
+    client = mlflow.MlflowClient()
+    experiment_id = tracking.ensure_experiment(p["experiment"])
+    out = []
+    for cell in cells(p["grid"]):
+        cp = cell_params(p, cell)
+        data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
+        applies = applicable_params(cp, [cell.strategy])
+        # Same key = comparable history: same cell, same Params (n_tuples, seed, ...).
+        key = hashlib.sha256(json.dumps(applies, sort_keys=True).encode()).hexdigest()[:16]
+        tags = {
+            tracking.ROLE_TAG: "cell",
+            CELL_TAG: cell.label,
+            CELL_KEY_TAG: key,
+            SWEEP_TAG: parent,
+            "airflow.dag_id": generated["dag_id"],
+            "airflow.run_id": generated["run_id"],
+            "mlflow.parentRunId": parent,
+        }
+        run = client.create_run(experiment_id, run_name=cell.label, tags=tags)
+        cell_run = run.info.run_id
+        client.log_batch(
+            cell_run,
+            params=[
+                mlflow.entities.Param(k, v)
+                for k, v in {
+                    **tracking.flat_params(applies),
+                    "strategy": cell.strategy,
+                    "repetitions": str(p["repetitions"]),
+                    "dataset_digest": data["digest"],
+                    "git_commit": tracking.git_commit(),
+                    "timed_concurrency": str(concurrency),
+                }.items()
+            ],
+        )
+        tracking.log_metric_definitions(cell_run)
+        slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0
+        for rep in range(p["repetitions"]):
+            name = f"{cell.label} · rep {rep + 1}"
+            spec = RunSpec(
+                dataset_dir=data["dir"],
+                strategy=cell.strategy,
+                params=cp,
+                parent_run_id=cell_run,
+                dag_id=generated["dag_id"],
+                dag_run_id=generated["run_id"],
+                result_path=str(results_dir() / parent / f"{cell_run}-rep{rep}.json"),
+                run_name=name,
+                tags={
+                    tracking.ROLE_TAG: "repetition",
+                    CELL_TAG: cell.label,
+                    CELL_KEY_TAG: key,
+                    SWEEP_TAG: parent,
+                    "balancebench.repetition": str(rep),
+                },
+                concurrency=concurrency,
+                plan_extra_work_ms=float(slow),
+            )
+            out.append({"application_args": spec.to_args(), "name": name})
+    return out
+
+
+def _history(experiment_id: str, key: str, sweep: str) -> Any:
+    """Finished repetition runs of the same cell key in earlier sweeps, oldest first."""
+    mlflow = tracking._mlflow()
+    return mlflow.search_runs(
+        experiment_ids=[experiment_id],
+        filter_string=(
+            f"tags.`{CELL_KEY_TAG}` = '{key}' AND tags.`{tracking.ROLE_TAG}` = 'repetition' "
+            f"AND tags.`{SWEEP_TAG}` != '{sweep}' AND attributes.status = 'FINISHED'"
+        ),
+        order_by=["attributes.start_time ASC"],
+    )
+
+
+def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
+    """Per cell: mean, std and bootstrap CI of every headline figure over its finished
+    repetitions (on the cell's run); the regression check against the cell's history
+    (``balancebench.regression``), tagged on the runs; the report page; the parent closed.
+    Returns the regressed cells, the changed deterministic figures and what is missing."""
+    import pandas as pd
+
+    from balancebench import regression
+    from balancebench.paths import reports_dir
+    from balancebench.report import text_summary, write_report
+    from balancebench.sweep import cells, repetition_stats
+
+    p, parent = generated["params"], generated["parent_run_id"]
+    mlflow = tracking._mlflow()
+    client = mlflow.MlflowClient()
+    experiment_id = tracking.ensure_experiment(p["experiment"])
+    cell_runs = tracking.child_runs(parent)
+    by_label = {r["tags.mlflow.runName"]: r["run_id"] for _, r in cell_runs.iterrows()}
+    rows, regressed, changes, incomplete = [], [], [], []
+    for cell in cells(p["grid"]):
+        run_id = by_label[cell.label]
+        key = client.get_run(run_id).data.tags[CELL_KEY_TAG]
+        reps = tracking.child_runs(run_id)
+        done = reps[reps["status"] == "FINISHED"] if len(reps) else reps
+        row: dict[str, Any] = {
+            "label": cell.label,
+            "workload": cell.workload,
+            "strategy": cell.strategy,
+            "zipf_s": cell.zipf_s,
+            "n_nodes": cell.n_nodes,
+            "run_id": run_id,
+            "repetitions_finished": float(len(done)),
+            "regressed": False,
+        }
+        metrics = {"repetitions_finished": float(len(done))}
+        for m in [*regression.TIMED, *regression.EXACT]:
+            col = f"metrics.{m}"
+            values = [float(v) for v in done[col].dropna()] if col in done else []
+            if values:
+                for stat, value in repetition_stats(values).items():
+                    if stat != "n":
+                        metrics[f"{m}_{stat}"] = value
+        row.update(metrics)
+        client.log_batch(
+            run_id, metrics=[mlflow.entities.Metric(k, v, 0, 0) for k, v in metrics.items()]
+        )
+        if len(done) < p["repetitions"]:
+            incomplete.append(f"{cell.label}: {len(done)} of {p['repetitions']} repetitions")
+        history = _history(experiment_id, key, parent) if len(done) else pd.DataFrame()
+        verdicts = []
+        for m, direction in regression.TIMED.items():
+            if f"{m}_mean" not in metrics:
+                continue
+            past = history[f"metrics.{m}"].dropna().tolist() if len(history) else []
+            reps = done[f"metrics.{m}"].dropna().tolist()
+            verdicts.append(regression.judge(m, past, metrics[f"{m}_mean"], direction, reps))
+        bad = [v for v in verdicts if v.regressed]
+        if bad:
+            row["regressed"] = True
+            regressed += [f"{cell.label}: {v.text()}" for v in bad]
+        changed = _exact_changes(done, history)
+        changes += [f"{cell.label}: {c}" for c in changed]
+        client.set_tag(run_id, "regression", "yes" if bad else "no")
+        client.set_tag(run_id, "regressed_metrics", ",".join(v.metric for v in bad) or "-")
+        client.set_tag(run_id, "changed_exact_figures", "; ".join(changed) or "-")
+        note = "\n".join(v.text() for v in verdicts)
+        tracking.end_run(
+            run_id, "FINISHED" if len(done) == p["repetitions"] else "FAILED", note or None
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    ui = tracking.ui_url()
+    title = f"nightly sweep {generated['run_id']} (parent run {parent[:8]})"
+    html_path = write_report(
+        table,
+        regressed,
+        changes,
+        title,
+        lambda rid: f"{ui}/#/experiments/{experiment_id}/runs/{rid}",
+        reports_dir() / f"{parent}.html",
+    )
+    text = text_summary(table, regressed, changes)
+    (reports_dir() / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
+    table.to_csv(reports_dir() / f"{parent}.csv", index=False)
+    client.log_artifact(parent, str(html_path), "report")
+    client.log_artifact(parent, str(reports_dir() / f"{parent}.txt"), "report")
+    client.log_artifact(parent, str(reports_dir() / f"{parent}.csv"), "report")
+    client.set_tag(parent, "report_path", str(html_path))
+    client.set_tag(parent, "regressions", str(len(regressed)))
+    client.log_metric(parent, "regressed_figures", float(len(regressed)))
+    client.log_metric(parent, "changed_exact_figures", float(len(changes)))
+    status = "FAILED" if incomplete or table.empty else "FINISHED"
+    tracking.end_run(parent, status, text)
+    return {
+        "regressions": regressed,
+        "changes": changes,
+        "incomplete": incomplete,
+        "report": str(html_path),
+        "summary": text,
+    }
+
+
+def _exact_changes(tonight: Any, history: Any) -> list[str]:
+    """Deterministic figures that differ between tonight's repetitions, or from the last
+    earlier run with the same dataset and code."""
+    from balancebench import regression
+
+    def figures(run: Any) -> dict[str, float | str]:
+        out: dict[str, float | str] = {
+            m: float(run[f"metrics.{m}"])
+            for m in regression.EXACT
+            if f"metrics.{m}" in run and run[f"metrics.{m}"] == run[f"metrics.{m}"]
+        }
+        if isinstance(run.get("tags.result_digest"), str):
+            out["result_digest"] = run["tags.result_digest"]
+        return out
+
+    if not len(tonight):
+        return []
+    first = tonight.iloc[0]
+    found = []
+    for i in range(1, len(tonight)):
+        found += [
+            f"repetition {i + 1} vs 1: {c}"
+            for c in regression.exact_changes(figures(first), figures(tonight.iloc[i]))
+        ]
+    if len(history):
+        same = history[
+            (history["params.git_commit"] == first["params.git_commit"])
+            & (history["params.dataset_digest"] == first["params.dataset_digest"])
+        ]
+        if len(same):
+            found += [
+                f"vs run {same.iloc[-1]['run_id'][:8]}: {c}"
+                for c in regression.exact_changes(figures(same.iloc[-1]), figures(first))
+            ]
+    return found

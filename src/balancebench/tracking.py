@@ -21,6 +21,14 @@ from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.paths import local_dir, source_root
 
 ROLE_TAG = "balancebench.role"
+NOTE_TAG = "mlflow.note.content"  # what the MLflow UI shows as a description
+EXPERIMENT_DESCRIPTION = (
+    "balancebench: load-balancing and data-distribution strategies of stream processing, "
+    "run side by side on Spark. One parent run per DAG run (its description says what it "
+    "compares and who won); one child per strategy (balance_experiment) or per sweep cell "
+    "(nightly_sweep, with one run per repetition under it). Every metric's unit is in its "
+    "name and its definition in metric_definitions.json on every run."
+)
 
 
 def tracking_uri() -> str:
@@ -59,7 +67,9 @@ def ensure_experiment(name: str) -> str:
         return existing.experiment_id
     location = artifact_root() / name
     location.mkdir(parents=True, exist_ok=True)
-    return mlflow.create_experiment(name, artifact_location=location.as_uri())
+    return mlflow.create_experiment(
+        name, artifact_location=location.as_uri(), tags={NOTE_TAG: EXPERIMENT_DESCRIPTION}
+    )
 
 
 def git_commit() -> str:
@@ -105,21 +115,23 @@ def flat_params(params: dict[str, Any]) -> dict[str, str]:
 
 
 def start_parent_run(
-    experiment: str, params: dict[str, Any], dag_id: str, run_id: str, dataset_digest: str
+    experiment: str,
+    params: dict[str, Any],
+    dag_id: str,
+    run_id: str,
+    dataset_digest: str,
+    run_name: str | None = None,
+    description: str | None = None,
+    role: str = "parent",
 ) -> str:
     """Create (and leave open) the parent run of one DAG run; returns its id."""
     mlflow = _mlflow()
     experiment_id = ensure_experiment(experiment)
     client = mlflow.MlflowClient()
-    run = client.create_run(
-        experiment_id,
-        run_name=f"{dag_id} {run_id}",
-        tags={
-            ROLE_TAG: "parent",
-            "airflow.dag_id": dag_id,
-            "airflow.run_id": run_id,
-        },
-    )
+    tags = {ROLE_TAG: role, "airflow.dag_id": dag_id, "airflow.run_id": run_id}
+    if description:
+        tags[NOTE_TAG] = description
+    run = client.create_run(experiment_id, run_name=run_name or f"{dag_id} {run_id}", tags=tags)
     client.log_batch(
         run.info.run_id,
         params=[
@@ -203,9 +215,11 @@ def log_metric_definitions(run_id: str) -> None:
 
 
 def end_run(run_id: str, status: str, note: str | None = None) -> None:
+    """Close a run; ``note`` is added to its description."""
     client = _mlflow().MlflowClient()
     if note:
-        client.set_tag(run_id, "mlflow.note.content", note)
+        before = client.get_run(run_id).data.tags.get(NOTE_TAG, "")
+        client.set_tag(run_id, NOTE_TAG, f"{before}\n\n{note}".strip())
     client.set_terminated(run_id, status=status)
 
 
@@ -232,3 +246,12 @@ def latest_parent_run(experiment: str) -> Any | None:
         max_results=1,
     )
     return None if runs.empty else runs.iloc[0]
+
+
+def ui_url() -> str:
+    """Where the MLflow UI of this store is served (links in reports): the tracking URI
+    when it is a server, else ``BALANCEBENCH_MLFLOW_UI`` or the default 127.0.0.1:5000."""
+    uri = tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")

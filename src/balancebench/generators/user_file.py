@@ -244,9 +244,11 @@ class UserFile(Generator):
     )
     own_params = {
         "user_file_path": {
-            "type": "string",
+            # Null by default: an empty string would make Airflow's trigger form refuse
+            # the defaults of every DAG (it treats "" as a missing required field).
+            "type": ["string", "null"],
             "maxLength": 4096,
-            "default": "",
+            "default": None,
             "title": "User file: path",
             "description": "The CSV, Parquet or text file to replay (required for this "
             "dataset; an absolute path is safest, Airflow tasks may run elsewhere).",

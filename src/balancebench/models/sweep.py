@@ -112,6 +112,16 @@ MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def model_param_section(name: str) -> str:
+    """The trigger-form section of a ``model_experiment`` Param."""
+    for model in MODELS:
+        if name.startswith(f"{model}_") and name in MODEL_EXPERIMENT_PARAMS:
+            return f"Model: {model}"
+    if name in DATASET_PARAMS or name == "zipf_fit_tolerance":
+        return "Dataset"
+    return "Experiment"
+
+
 def model_defaults() -> dict[str, Any]:
     return spec_defaults(MODEL_EXPERIMENT_PARAMS)
 

@@ -166,6 +166,9 @@ class Strategy(ABC):
     #: JSON schema of the strategy's own parameters (name -> schema with ``default``);
     #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: Busy work added to every plan (ms of driver CPU, charged as plan time). Only the
+    #: nightly sweep's regression test sets it (``test_slow_plan_work_ms``).
+    extra_plan_work_ms: float = 0.0
 
     def __init__(self, n_nodes: int | None = None, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.param_schema))
@@ -209,6 +212,8 @@ class Strategy(ABC):
             self.adopt(loads, n_nodes)
         router = self.routing_for(n_nodes)
         started = time.perf_counter()
+        if self.extra_plan_work_ms > 0:
+            _busy_work(started + self.extra_plan_work_ms / 1e3)
         grouped, offsets = loads.grouped_by_node(n_nodes)
         view = _view(grouped, offsets, n_nodes, float(tolerance), router)
         if not self.plans:
@@ -229,6 +234,14 @@ class Strategy(ABC):
         node of ``Y(k)`` (``SIDE_R`` / ``SIDE_S``) or ``NO_SIDE`` (every probe goes to all
         nodes of ``Y(k)``, Algorithm 1). Off unless a strategy says otherwise."""
         return np.full(len(r_tuples), NO_SIDE, dtype=np.int8)
+
+
+def _busy_work(until: float) -> None:
+    """Spin on the CPU until ``time.perf_counter()`` reaches ``until`` (real work, not a
+    sleep: the plan's clock and the machine both see it)."""
+    x = 0
+    while time.perf_counter() < until:
+        x += 1
 
 
 def _check_n_nodes(n_nodes: int) -> None:

@@ -1,0 +1,104 @@
+"""
+## nightly_sweep
+
+The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes`, each
+cell run `repetitions` times, compared with the cell's own history. Runs every night at
+`BALANCEBENCH_NIGHTLY_CRON` (default 02:00; `plugins/dag_settings.py`), no catchup.
+Wiring only; every step is a function of `balancebench.pipeline`.
+
+1. **generate**: checks the Params (grid, repetitions and every shared Param: a bad
+   choice fails here, naming the field), writes or reuses one seeded dataset per
+   (dataset, `zipf_s`) and opens the sweep's MLflow parent run.
+2. **validate**: the Great Expectations suites of every dataset; a failure stops the
+   sweep before any Spark job. Then one MLflow run per cell is opened.
+3. **run_cell** (mapped over (cell, repetition), each shown as
+   `<workload> · <strategy> · s=<zipf_s> · N=<n_nodes> · rep r`): `spark-submit
+   spark_apps/run_workload.py` with the same run spec as `balance_experiment`; at most
+   `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) at once.
+4. **summarize**: mean, std and bootstrap 95% CI per cell; the regression check against
+   each cell's history (Flink's rule: baseline = best rolling min-of-3 of the last 30 runs,
+   alert beyond max(4%, 2 stdev)); deterministic figures checked exactly; the report page
+   (`.local/reports/<parent run>.html`, also on the parent run).
+5. **check_regressions**: fails, listing the regressed cells, so Airflow's alerting applies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+from dag_params import dag_params
+from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY
+
+from balancebench import pipeline
+from balancebench.sweep import SWEEP_PARAMS, sweep_param_section
+
+SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
+
+
+@dag(
+    dag_id="nightly_sweep",
+    schedule=NIGHTLY_CRON,
+    catchup=False,
+    is_paused_upon_creation=False,
+    doc_md=__doc__,
+    params=dag_params(SWEEP_PARAMS, sweep_param_section),
+    default_args={"retries": 0},
+    max_active_runs=1,
+    tags=["balancebench"],
+)
+def nightly_sweep() -> None:
+    @task
+    def generate() -> dict:
+        """Seeded datasets + the sweep's MLflow parent run."""
+        ctx = get_current_context()
+        return pipeline.sweep_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+
+    @task
+    def validate(generated: dict) -> list[dict]:
+        """Great Expectations gate; on success, one spark-submit per (cell, repetition)."""
+        report = pipeline.sweep_validate_step(generated)
+        if not report.success:
+            raise AirflowFailException(report.message())
+        return pipeline.sweep_submissions(generated, TIMED_CONCURRENCY)
+
+    @task(trigger_rule="all_done")
+    def summarize(generated: dict) -> dict:
+        """Statistics per cell, regressions, the report page; closes the sweep's runs."""
+        result = pipeline.sweep_summarize_step(generated)
+        print(result["summary"])
+        print(f"report: {result['report']}")
+        if result["incomplete"]:
+            raise AirflowFailException("sweep incomplete:\n" + "\n".join(result["incomplete"]))
+        return result
+
+    @task
+    def check_regressions(result: dict) -> None:
+        """Fails with the list of regressed cells (and changed deterministic figures)."""
+        found = result["regressions"] + result["changes"]
+        if found:
+            raise AirflowFailException(
+                f"{len(result['regressions'])} regressed figure(s), {len(result['changes'])} "
+                "changed deterministic figure(s):\n"
+                + "\n".join(found)
+                + f"\nreport: {result['report']}"
+            )
+        print("no regression")
+
+    generated = generate()
+    runs = SparkSubmitOperator.partial(
+        task_id="run_cell",
+        application=str(SPARK_APP),
+        conn_id="spark_default",
+        driver_memory=DRIVER_MEMORY,
+        max_active_tis_per_dag=TIMED_CONCURRENCY,
+        map_index_template="{{ task.name }}",
+    ).expand_kwargs(validate(generated))
+    summary = summarize(generated)
+    runs >> summary
+    check_regressions(summary)
+
+
+nightly_sweep()

@@ -1,0 +1,215 @@
+"""The nightly sweep: its Params, its cells and the statistics over repetitions.
+
+A sweep is a grid of workloads x strategies x ``zipf_s`` x ``n_nodes``; each cell runs
+``repetitions`` times, each repetition one ``spark-submit`` of the same
+:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses. A cell's
+repetitions share the seeded dataset, so their spread is the timing noise of the machine;
+every timed figure is reported as mean, std and a bootstrap 95% confidence interval.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from itertools import product
+from typing import Any, Final
+
+import numpy as np
+
+from balancebench.params import EXPERIMENT_PARAMS, param_section, validate_params
+from balancebench.schema import check_values, spec_defaults
+from balancebench.strategies import STRATEGIES
+from balancebench.workloads import WORKLOADS, get_workload
+
+#: Grid axes taken from the grid, not from the experiment Params.
+GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nodes")
+#: Most (cell, repetition) runs one sweep may start.
+MAX_SWEEP_RUNS: Final[int] = 500
+BOOTSTRAP_RESAMPLES: Final[int] = 2000
+
+_FROM_GRID = {"workload", "strategies", "zipf_s", "n_nodes"}
+SWEEP_PARAMS: dict[str, dict[str, Any]] = {
+    "grid": {
+        "type": "object",
+        "properties": {
+            "workloads": {
+                "type": "array",
+                "items": {"type": "string", "enum": sorted(WORKLOADS)},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "strategies": {
+                "type": "array",
+                "items": {"type": "string", "enum": sorted(STRATEGIES)},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "zipf_s": {
+                "type": "array",
+                "items": {"type": "number", "minimum": 0, "maximum": 5},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "n_nodes": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1, "maximum": 1024},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+        },
+        "required": list(GRID_AXES),
+        "additionalProperties": False,
+        "default": {
+            "workloads": ["topk"],
+            "strategies": ["hash", "qmmp", "mnrt"],
+            "zipf_s": [0.6, 1.0, 1.4],
+            "n_nodes": [8],
+        },
+        "title": "Grid",
+        "description": "workloads x strategies x zipf_s x n_nodes; a strategy that cannot "
+        "serve a workload's operator skips that workload's cells.",
+        "section": "Sweep",
+    },
+    "repetitions": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 3,
+        "title": "Repetitions",
+        "description": "spark-submit runs per cell (same dataset): the spread of the timed "
+        "figures, reported as mean, std and a bootstrap 95% CI. At least 3 for a CI.",
+        "section": "Sweep",
+    },
+    "test_slow_cell": {
+        "type": ["string", "null"],
+        "maxLength": 300,
+        "default": None,
+        "title": "Test: cell to slow down",
+        "description": "For testing the regression alarm only: the label of one cell "
+        "(e.g. 'topk · qmmp · s=1 · N=8') whose plans get test_slow_plan_work_ms of "
+        "busy work each.",
+        "section": "Testing",
+    },
+    "test_slow_plan_work_ms": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 60_000,
+        "default": 0,
+        "title": "Test: busy work per plan (ms)",
+        "description": "Busy work added to every plan() of test_slow_cell (driver CPU, "
+        "charged as plan time like any planner's work).",
+        "section": "Testing",
+    },
+    **{k: v for k, v in EXPERIMENT_PARAMS.items() if k not in _FROM_GRID},
+}
+# A nightly run is smaller than `make run`'s default: 27 runs must fit in a night.
+SWEEP_PARAMS["n_tuples"] = {
+    **SWEEP_PARAMS["n_tuples"],
+    "default": 1_000_000,
+    "description": f"{SWEEP_PARAMS['n_tuples']['description']} The sweep's default is 1M.",
+}
+SWEEP_PARAMS["experiment"] = {**SWEEP_PARAMS["experiment"], "default": "balancebench-nightly"}
+
+
+def sweep_param_section(name: str) -> str:
+    return str(SWEEP_PARAMS[name].get("section") or param_section(name))
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: str
+    strategy: str
+    zipf_s: float
+    n_nodes: int
+
+    @property
+    def label(self) -> str:
+        """What varies, as MLflow run names show it."""
+        return f"{self.workload} · {self.strategy} · s={self.zipf_s:g} · N={self.n_nodes}"
+
+
+def cells(grid: dict[str, list[Any]]) -> list[Cell]:
+    """The grid's cells, strategies in registry order; a (workload, strategy) pair whose
+    operator the strategy cannot serve is left out."""
+    order = [s for s in STRATEGIES if s in grid["strategies"]]
+    out = []
+    for w, s, z, n in product(grid["workloads"], order, grid["zipf_s"], grid["n_nodes"]):
+        if get_workload(w).operator in STRATEGIES[s].operators:
+            out.append(Cell(w, s, float(z), int(n)))
+    return out
+
+
+def cell_params(params: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    """The experiment Params of one cell (checked like balance_experiment's)."""
+    base = {k: v for k, v in params.items() if k in EXPERIMENT_PARAMS and k != "dataset"}
+    return validate_params(
+        {
+            **base,
+            "workload": cell.workload,
+            "strategies": [cell.strategy],
+            "zipf_s": cell.zipf_s,
+            "n_nodes": cell.n_nodes,
+        }
+    )
+
+
+def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
+    """Defaults filled in, every value checked; every grid axis must be served (a
+    strategy with no workload it can serve is named), and the sweep has a size limit."""
+    params = check_values(SWEEP_PARAMS, values, what="sweep params")
+    grid = params["grid"]
+    found = cells(grid)
+    served = {c.strategy for c in found}
+    idle = [s for s in grid["strategies"] if s not in served]
+    if idle:
+        raise ValueError(
+            f"grid.strategies: {idle} serve none of grid.workloads {grid['workloads']}; "
+            "remove them or add a workload they serve (balancebench strategies lists them)"
+        )
+    unserved = sorted({w for w in grid["workloads"]} - {c.workload for c in found})
+    if unserved:
+        raise ValueError(f"grid.workloads: no strategy of the grid serves {unserved}")
+    runs = len(found) * params["repetitions"]
+    if runs > MAX_SWEEP_RUNS:
+        raise ValueError(
+            f"grid: {len(found)} cells x {params['repetitions']} repetitions = {runs} runs; "
+            f"allowed: at most {MAX_SWEEP_RUNS} per sweep"
+        )
+    labels = {c.label for c in found}
+    slow = params["test_slow_cell"]
+    if slow is not None and slow not in labels:
+        raise ValueError(f"test_slow_cell: {slow!r} is not a cell; allowed: {sorted(labels)}")
+    for cell in found[:1]:
+        cell_params(params, cell)  # the shared Params, checked once with a real cell
+    return params
+
+
+def sweep_defaults() -> dict[str, Any]:
+    return spec_defaults(SWEEP_PARAMS)
+
+
+def repetition_stats(values: list[float], seed: int = 0) -> dict[str, float]:
+    """Mean, std (ddof 1) and a percentile-bootstrap 95% CI of the mean.
+
+    With one value, or values all equal, the interval is that value (there is no spread
+    to resample)."""
+    from scipy import stats
+
+    arr = np.asarray(values, dtype=float)
+    mean = float(arr.mean())
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    if len(arr) < 2 or np.ptp(arr) == 0.0:
+        lo = hi = mean
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = stats.bootstrap(
+                (arr,),
+                np.mean,
+                confidence_level=0.95,
+                n_resamples=BOOTSTRAP_RESAMPLES,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return {"mean": mean, "std": std, "ci95_lo": lo, "ci95_hi": hi, "n": float(len(arr))}

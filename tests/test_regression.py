@@ -1,0 +1,143 @@
+"""The nightly sweep's statistics and regression rule on hand-made figures."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from balancebench import regression
+from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
+from balancebench.sweep import (
+    MAX_SWEEP_RUNS,
+    cells,
+    repetition_stats,
+    validate_sweep_params,
+)
+
+
+def test_baseline_is_the_best_rolling_worst_of_three():
+    # Throughput: windows (10, 12, 11) -> 10, (12, 11, 13) -> 11, (11, 13, 9) -> 9: best 11.
+    assert baseline([10, 12, 11, 13, 9], HIGHER) == 11
+    # Latency mirrors it: worst = max of 3, best = min over windows.
+    assert baseline([10, 12, 11, 13, 9], LOWER) == 12
+    # Only the last 30 runs count: an old excellent value is forgotten.
+    assert baseline([1000.0] * 3 + [10.0] * 30, HIGHER) == 10.0
+    # Shorter histories use what there is.
+    assert baseline([5.0], LOWER) == 5.0
+
+
+def test_a_slowdown_beyond_four_percent_of_a_quiet_history_is_flagged():
+    history = [1.00, 1.01, 0.99, 1.00, 1.00]  # stdev ~0.007: the 4% floor rules
+    assert not judge("latency_p99_s", history, 1.03, LOWER).regressed
+    verdict = judge("latency_p99_s", history, 1.10, LOWER)
+    assert verdict.regressed
+    assert verdict.baseline == pytest.approx(1.00)
+    assert verdict.change == pytest.approx(0.10)
+    assert "latency_p99_s" in verdict.text() and "lower is better" in verdict.text()
+    # The good direction is respected: a faster run is not a regression.
+    assert not judge("latency_p99_s", history, 0.5, LOWER).regressed
+    assert judge("throughput_tuples_per_s", [100, 100, 100], 80, HIGHER).regressed
+    assert not judge("throughput_tuples_per_s", [100, 100, 100], 130, HIGHER).regressed
+
+
+def test_a_noisy_history_raises_the_threshold_to_two_standard_deviations():
+    history = [1.0, 1.3, 0.8, 1.2, 0.9, 1.1]  # stdev ~0.19
+    verdict = judge("latency_p50_s", history, 1.35, LOWER)
+    assert verdict.threshold == pytest.approx(2 * 0.1871 / 1.35, rel=1e-3)
+    assert not verdict.regressed  # 12.5% worse than the baseline, inside the noise
+    assert judge("latency_p50_s", history, 2.0, LOWER).regressed
+
+
+def test_no_history_no_verdict_and_bad_direction_refused():
+    assert not judge("latency_p50_s", [], 1.0, LOWER).regressed
+    assert judge("latency_p50_s", [], 1.0, LOWER).baseline is None
+    assert not judge("latency_p50_s", [math.nan], 1.0, LOWER).regressed
+    with pytest.raises(ValueError, match="direction"):
+        judge("x", [1.0], 1.0, "sideways")
+
+
+def test_exact_figures_report_any_change():
+    before = {"migrated_tuples_total": 120.0, "result_digest": "abc"}
+    assert exact_changes(before, dict(before)) == []
+    changed = exact_changes(before, {"migrated_tuples_total": 121.0, "result_digest": "abd"})
+    assert changed == ["migrated_tuples_total: 120.0 -> 121.0", "result_digest: abc -> abd"]
+
+
+def test_repetition_stats_bootstrap_interval_brackets_the_mean():
+    stats = repetition_stats([1.0, 1.2, 1.1, 1.3, 0.9])
+    assert stats["mean"] == pytest.approx(1.1)
+    assert stats["std"] == pytest.approx(pd.Series([1.0, 1.2, 1.1, 1.3, 0.9]).std())
+    assert 0.9 <= stats["ci95_lo"] < stats["mean"] < stats["ci95_hi"] <= 1.3
+    # Reproducible: the resampling is seeded.
+    assert repetition_stats([1.0, 1.2, 1.1, 1.3, 0.9]) == stats
+    # No spread, no interval to resample.
+    flat = repetition_stats([2.0, 2.0, 2.0])
+    assert (flat["ci95_lo"], flat["ci95_hi"], flat["std"]) == (2.0, 2.0, 0.0)
+
+
+def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
+    params = validate_sweep_params(
+        {
+            "grid": {
+                "workloads": ["topk", "eq5"],
+                "strategies": ["hash", "dynamic"],
+                "zipf_s": [0.5, 1.0],
+                "n_nodes": [4],
+            }
+        }
+    )
+    labels = [c.label for c in cells(params["grid"])]
+    assert "topk · dynamic · s=0.5 · N=4" not in labels  # dynamic serves joins only
+    assert "eq5 · dynamic · s=1 · N=4" in labels
+    assert len(labels) == 6
+    with pytest.raises(ValueError, match="grid.strategies"):
+        validate_sweep_params(
+            {
+                "grid": {
+                    "workloads": ["topk"],
+                    "strategies": ["dynamic"],
+                    "zipf_s": [1],
+                    "n_nodes": [4],
+                }
+            }
+        )
+    with pytest.raises(ValueError, match="repetitions"):
+        validate_sweep_params({"repetitions": 0})
+    with pytest.raises(ValueError, match=f"at most {MAX_SWEEP_RUNS}"):
+        validate_sweep_params(
+            {
+                "grid": {
+                    "workloads": ["topk"],
+                    "strategies": ["hash"],
+                    "zipf_s": [i / 100 for i in range(200)],
+                    "n_nodes": [4],
+                },
+                "repetitions": 3,
+            }
+        )
+    with pytest.raises(ValueError, match="test_slow_cell"):
+        validate_sweep_params({"test_slow_cell": "topk · nope"})
+
+
+def test_headline_figures_all_have_definitions():
+    from balancebench.metrics import METRIC_DEFINITIONS
+
+    for name in [*regression.TIMED, *regression.EXACT]:
+        assert name in METRIC_DEFINITIONS
+
+
+def test_tonights_repetitions_count_as_noise_and_tiny_changes_never_alert():
+    # One earlier sweep of two repetitions: alone it claims almost no noise...
+    history, tonight = [1.47, 1.46], [2.4, 1.8]
+    # ... but plan times of a few ms jitter by more than 4%: below 1 ms, no alert.
+    assert not judge("plan_time_ms_mean", history, 2.1, LOWER, tonight).regressed
+    # Tonight's spread widens the threshold: the same 30% drop alerts against a quiet
+    # history alone but not once tonight's repetitions show that much noise.
+    assert judge("throughput_tuples_per_s", [1.0, 1.0], 0.7, HIGHER).regressed
+    verdict = judge("throughput_tuples_per_s", [1.0, 1.0], 0.7, HIGHER, [0.6, 0.8])
+    assert verdict.threshold == pytest.approx(2 * pd.Series([1.0, 1.0, 0.6, 0.8]).std() / 0.7)
+    assert not verdict.regressed
+    # A real slow-down is far beyond both: 1.5 s of extra plan work per plan.
+    assert judge("plan_time_ms_mean", history, 1502.0, LOWER, [1501.0, 1503.0]).regressed
