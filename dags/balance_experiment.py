@@ -65,6 +65,8 @@ def balance_experiment() -> None:
     @task(trigger_rule="all_done")
     def compare(generated: dict) -> str:
         """Comparison table and figure on the parent run; fails if a strategy has no run."""
+        if not generated:
+            raise AirflowFailException("nothing ran: generate failed (see its log)")
         complete, text = pipeline.compare_step(generated)
         print(text)
         if not complete:

@@ -61,6 +61,8 @@ def model_experiment() -> None:
     @task(trigger_rule="all_done")
     def compare(generated: dict) -> str:
         """Close the parent run; fails if a (strategy, point) has no finished child."""
+        if not generated:
+            raise AirflowFailException("nothing ran: generate failed (see its log)")
         complete, text = pipeline.model_compare_step(generated)
         print(text)
         if not complete:

@@ -67,6 +67,8 @@ def nightly_sweep() -> None:
     @task(trigger_rule="all_done")
     def summarize(generated: dict) -> dict:
         """Statistics per cell, regressions, the report page; closes the sweep's runs."""
+        if not generated:
+            raise AirflowFailException("nothing ran: generate failed (see its log)")
         result = pipeline.sweep_summarize_step(generated)
         print(result["summary"])
         print(f"report: {result['report']}")

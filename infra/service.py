@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from balancebench.local_env import airflow_env  # noqa: E402
+from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
 from balancebench.paths import local_dir  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -286,6 +286,12 @@ def main(argv: list[str]) -> int:
         print("usage: python infra/service.py start|stop|status", file=sys.stderr)
         return 2
     master = os.environ.get("SPARK_MASTER") or None
+    if master is not None:
+        try:
+            check_spark_master(master)
+        except ValueError as exc:
+            print(f"SPARK_MASTER: {exc}", file=sys.stderr)
+            return 2
     if argv[0] == "start":
         start(master)
     elif argv[0] == "stop":

@@ -1,7 +1,7 @@
 """``balancebench`` command line (typer + rich).
 
 balancebench run [--conf JSON] [--spark-master URL]   # what `make run` calls
-balancebench report [--experiment NAME] [--parent RUN_ID]
+balancebench report [--experiment NAME] [--parent RUN_ID] [--sweep RUN_ID]
 balancebench datasets ; balancebench generate DATASET --set NAME=VALUE ...
 balancebench validate DATASET_DIR ; balancebench strategies
 balancebench airflow ARGS...                           # airflow with the embedded env
@@ -14,18 +14,21 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from balancebench import tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
-from balancebench.local_env import airflow_env
+from balancebench.local_env import airflow_env, check_spark_master
 from balancebench.params import defaults, validate_params
 from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
+from balancebench.schema import parse_json_object
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 console = Console()
@@ -77,31 +80,81 @@ def run(
 ) -> None:
     """Run the DAG once with ``airflow dags test`` and print the comparison."""
     try:
-        params = validate_params(json.loads(conf or "{}"))
-    except (ValueError, json.JSONDecodeError) as exc:
-        console.print(f"[red]bad CONF:[/red] {exc}")
+        params = validate_params(parse_json_object(conf, "CONF"))
+        if spark_master is not None:
+            check_spark_master(spark_master)
+    except ValueError as exc:
+        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
+    started_ms = int(time.time() * 1000)
     code, log = _dags_test(DAG_ID, params, spark_master)
-    shown = report(experiment=params["experiment"], parent=None)
+    # The parent run this command opened: never another (older) run's table.
+    parent = tracking.parent_run_since(params["experiment"], DAG_ID, started_ms)
+    shown = report(experiment=params["experiment"], parent=parent) if parent else False
     if code != 0 or not shown:
-        console.print(f"[red]DAG run failed[/red]; see {log}")
+        what = f"parent run {parent}" if parent else "no parent run was opened"
+        console.print(
+            f"[red]DAG run failed[/red] ({what}); first error: {escape(_first_error(log))}"
+        )
+        console.print(f"full log: {log}", markup=False)
         raise typer.Exit(1)
+
+
+def _first_error(log: Path) -> str:
+    """The first line of the log that names a failure (task and error), shortened."""
+    marks = ("AirflowFailException", "Task failed", "ValueError", "Error:", "ERROR")
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    for line in lines:
+        if any(m in line for m in marks):
+            return line.strip()[:400]
+    return "(none found in the log)"
+
+
+def _sweep_report(sweep: str) -> bool:
+    """The report page's path and its text summary, for a nightly_sweep parent run."""
+    from balancebench.paths import reports_dir
+
+    try:
+        run = tracking._mlflow().get_run(sweep)
+    except Exception as exc:  # MLflow raises its own exception type for an unknown id
+        console.print(f"[red]sweep: no run {escape(sweep)!r}[/red] in {tracking.tracking_uri()}")
+        raise typer.Exit(2) from exc
+    if run.data.tags.get(tracking.ROLE_TAG) != "sweep":
+        console.print(f"[red]run {sweep} is not a nightly_sweep parent run[/red]")
+        raise typer.Exit(2)
+    page = Path(run.data.tags.get("report_path", reports_dir() / f"{sweep}.html"))
+    summary = page.with_suffix(".txt")
+    print(f"sweep {sweep} ({run.info.status}): {run.info.run_name}")
+    print(summary.read_text() if summary.exists() else "(no summary yet: the sweep has not ended)")
+    print(f"report page:  {page}")
+    print(f"MLflow run:   {tracking.ui_url()}/#/experiments/{run.info.experiment_id}/runs/{sweep}")
+    return run.info.status == "FINISHED" and page.exists()
 
 
 @app.command()
 def report(
     experiment: str = typer.Option("balancebench", help="MLflow experiment"),
     parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
+    sweep: str = typer.Option(None, help="A nightly_sweep parent run id: its report page"),
 ) -> bool:
     """Print the comparison table of a DAG run and where its results are."""
+    if sweep is not None:
+        return _sweep_report(sweep)
     if parent is None:
         latest = tracking.latest_parent_run(experiment)
         if latest is None:
             console.print(f"no runs in experiment {experiment!r} yet")
             return False
         parent = latest["run_id"]
+    try:
+        parent_run = tracking._mlflow().get_run(parent)
+    except Exception as exc:  # MLflow raises its own exception type for an unknown id
+        console.print(f"[red]parent: no run {escape(parent)!r}[/red] in {tracking.tracking_uri()}")
+        raise typer.Exit(2) from exc
     children = tracking.child_runs(parent)
-    parent_run = tracking._mlflow().get_run(parent)
     status = parent_run.info.status
     rows = comparison_table(children) if len(children) else None
     order = json.loads(parent_run.data.params.get("strategies", "[]"))
@@ -208,11 +261,15 @@ def validate(
     """Run the dataset's Great Expectations suites."""
     from balancebench.validation import validate_dataset
 
-    report_ = validate_dataset(
-        dataset_dir,
-        validation_dir() / f"{dataset_dir.name}.json",
-        {"zipf_fit_tolerance": zipf_fit_tolerance},
-    )
+    try:
+        report_ = validate_dataset(
+            dataset_dir,
+            validation_dir() / f"{dataset_dir.name}.json",
+            {"zipf_fit_tolerance": zipf_fit_tolerance},
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]refused:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
     console.print(report_.message(), markup=False)
     raise typer.Exit(0 if report_.success else 1)
 
@@ -245,16 +302,22 @@ def run_model(
     from balancebench.models.sweep import validate_model_params
 
     try:
-        params = validate_model_params(json.loads(conf or "{}"))
-    except (ValueError, json.JSONDecodeError) as exc:
-        console.print(f"[red]bad CONF:[/red] {exc}", markup=True)
+        params = validate_model_params(parse_json_object(conf, "CONF"))
+        if spark_master is not None:
+            check_spark_master(spark_master)
+    except ValueError as exc:
+        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
+    started_ms = int(time.time() * 1000)
     code, log = _dags_test("model_experiment", params, spark_master)
-    latest = tracking.latest_parent_run(params["experiment"])
-    if latest is None:
-        console.print(f"[red]no parent run[/red]; see {log}")
+    parent = tracking.parent_run_since(params["experiment"], "model_experiment", started_ms)
+    if parent is None:
+        console.print(
+            f"[red]no parent run was opened[/red]; first error: {escape(_first_error(log))}"
+        )
+        console.print(f"full log: {log}", markup=False)
         raise typer.Exit(1)
-    parent = latest["run_id"]
+    status = tracking._mlflow().get_run(parent).info.status
     summary = results_dir() / parent / "model_summary.csv"
     if summary.exists():
         import pandas as pd
@@ -269,7 +332,7 @@ def run_model(
     print(f"results:      {results_dir() / parent}/ (model_summary.csv, {params['model']}.png)")
     print(f"MLflow store: {tracking.tracking_uri()}  (experiment {params['experiment']!r})")
     print(f"MLflow UI:    {tracking.mlflow_ui_command()}")
-    if code != 0 or latest["status"] != "FINISHED":
+    if code != 0 or status != "FINISHED":
         console.print(f"[red]DAG run failed[/red]; see {log}")
         raise typer.Exit(1)
 

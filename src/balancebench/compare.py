@@ -53,7 +53,10 @@ def strategy_color(name: str) -> str:
 
     names = list(STRATEGIES)
     index = names.index(name) if name in names else len(names)
-    r, g, b, _ = matplotlib.colormaps["tab20"](index % 20)
+    # tab20's strong shades first (even slots), then the light ones: neighbours in the
+    # registry (hash, qmmp, mnrt) get distinct hues.
+    slot = (2 * index) % 20 + (index // 10) % 2
+    r, g, b, _ = matplotlib.colormaps["tab20"](slot)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 

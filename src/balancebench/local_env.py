@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -17,8 +18,28 @@ from balancebench.tracking import tracking_uri
 DEFAULT_SPARK_MASTER = "local[*]"
 
 
+_MASTER = re.compile(
+    r"^(local(\[(\*|[1-9][0-9]{0,3})\])?"
+    r"|spark://(?P<host>[A-Za-z0-9.-]{1,253})(:(?P<port>[0-9]{1,5}))?)$"
+)
+
+
+def check_spark_master(master: str) -> str:
+    """``master`` if it is ``local``, ``local[N]``, ``local[*]`` or ``spark://host[:port]``
+    (port 1-65535), else ``ValueError`` naming the field and the allowed forms."""
+    found = _MASTER.match(master or "")
+    port = found.group("port") if found else None
+    if not found or (port is not None and not 1 <= int(port) <= 65535):
+        raise ValueError(
+            f"spark_master: {master!r} is not a Spark master URL; allowed: local, local[N], "
+            "local[*] or spark://host:port (port 1-65535)"
+        )
+    return master
+
+
 def spark_connection(master: str) -> str:
     """``AIRFLOW_CONN_SPARK_DEFAULT`` for a master URL (``local[*]`` or ``spark://h:p``)."""
+    check_spark_master(master)
     if master.startswith("spark://"):
         host, _, port = master.removeprefix("spark://").partition(":")
         return json.dumps(

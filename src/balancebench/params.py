@@ -11,7 +11,7 @@ from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
 from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
-from balancebench.schema import check_values, spec_defaults
+from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
 from balancebench.strategies import STRATEGIES, strategy_param_name
 from balancebench.validation import VALIDATION_DEFAULTS
 from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
@@ -113,6 +113,8 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
+        # A name, not a path: it names folders under .local (no "/", no leading ".").
+        "pattern": NAME_PATTERN,
         "default": "balancebench",
         "title": "MLflow experiment",
         "description": "Experiment the parent and child runs are logged to.",

@@ -416,7 +416,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     return out
 
 
-def _history(experiment_id: str, key: str, sweep: str) -> Any:
+def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
     """Finished repetition runs of the same cell key in earlier sweeps, oldest first."""
     mlflow = tracking._mlflow()
     return mlflow.search_runs(
@@ -477,7 +477,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         )
         if len(done) < p["repetitions"]:
             incomplete.append(f"{cell.label}: {len(done)} of {p['repetitions']} repetitions")
-        history = _history(experiment_id, key, parent) if len(done) else pd.DataFrame()
+        history = _cell_history(experiment_id, key, parent) if len(done) else pd.DataFrame()
         verdicts = []
         for m, direction in regression.TIMED.items():
             if f"{m}_mean" not in metrics:

@@ -28,6 +28,7 @@ th:first-child, td:first-child { text-align: left; }
 tr.regressed td { background: #fdd; }
 .flag { color: #b00; font-weight: bold; }
 figure { margin: 1em 0; }
+img { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; }
 """
 
@@ -64,7 +65,15 @@ def _figure(cells: pd.DataFrame, title: str) -> str:
         for strategy in strategy_order(cells["strategy"].unique().tolist()):
             part = cells[cells["strategy"] == strategy].sort_values("zipf_s")
             color = strategy_color(strategy)
-            ax.plot(part["zipf_s"], part[mean], marker="o", color=color, label=strategy)
+            ax.errorbar(
+                part["zipf_s"],
+                part[mean],
+                yerr=[part[mean] - part[lo], part[hi] - part[mean]],
+                marker="o",
+                color=color,
+                label=strategy,
+                capsize=3,
+            )
             ax.fill_between(part["zipf_s"], part[lo], part[hi], color=color, alpha=0.2)
         ax.set_title(f"{metric} ({TIMED[metric]} is better)", fontsize=9)
         ax.set_xlabel("zipf_s")

@@ -9,9 +9,55 @@ work starts.
 from __future__ import annotations
 
 import copy
+import json
+import math
 from typing import Any
 
-import jsonschema
+from jsonschema import Draft202012Validator, validators
+
+
+def _is_integer(_checker: Any, value: Any) -> bool:
+    # JSON schema calls 4.0 an integer; a node count or a batch count of 4.0 is a typo
+    # that would crash much later (in Spark), so integers must be integers.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(_checker: Any, value: Any) -> bool:
+    # NaN and infinity pass every numeric bound check silently: never a valid Param.
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: Draft 2020-12 with strict integers and finite numbers.
+StrictValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}
+    ),
+)
+
+#: What a name used for a folder or an MLflow experiment may look like (not a path).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.,:+=@-]*$"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows; give a finite number")
+
+
+def parse_json_object(text: str, what: str = "CONF") -> dict[str, Any]:
+    """A JSON object from user text (``CONF``, ``--conf``): NaN/Infinity and anything
+    that is not an object are refused with ``ValueError`` naming ``what``."""
+    try:
+        value = json.loads(text or "{}", parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not valid JSON ({exc.msg} at character {exc.pos})") from None
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{what}: expected a JSON object of Params, e.g. '{{\"zipf_s\": 1.2}}'; "
+            f"got {type(value).__name__ if value is not None else 'null'}"
+        )
+    return value
 
 
 def _allowed(spec: dict[str, Any]) -> str:
@@ -24,6 +70,8 @@ def _allowed(spec: dict[str, Any]) -> str:
         parts.append(f"items from {items['enum']}")
     if "type" in spec:
         parts.append(f"type {spec['type']}")
+    if spec.get("pattern") == NAME_PATTERN:
+        parts.append("a name: letters, digits, space and _.,:+=@- (no '/', no leading '.')")
     for key, word in (
         ("minimum", ">="),
         ("exclusiveMinimum", ">"),
@@ -75,10 +123,14 @@ def check_values(
     Unknown names and bad values raise one ``ValueError`` listing every problem, each
     naming the field, the value and what is allowed.
     """
+    if not isinstance(values, dict):
+        raise ValueError(
+            f"invalid {what}: expected an object of Params, got {type(values).__name__}"
+        )
     unknown = sorted(set(values) - set(properties))
     merged = spec_defaults(properties) if fill_defaults else {}
     merged.update({k: v for k, v in values.items() if k in properties})
-    validator = jsonschema.Draft202012Validator(
+    validator = StrictValidator(
         {"type": "object", "properties": properties, "additionalProperties": True}
     )
     lines = []

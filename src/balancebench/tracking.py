@@ -255,3 +255,22 @@ def ui_url() -> str:
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
     return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+
+
+def parent_run_since(experiment: str, dag_id: str, started_ms: int) -> str | None:
+    """Id of the newest parent run of ``dag_id`` opened at or after ``started_ms`` (the run
+    a command just started), or None."""
+    mlflow = _mlflow()
+    exp = mlflow.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    runs = mlflow.search_runs(
+        experiment_ids=[exp.experiment_id],
+        filter_string=(
+            f"tags.`{ROLE_TAG}` = 'parent' AND tags.`airflow.dag_id` = '{dag_id}' "
+            f"AND attributes.start_time >= {int(started_ms)}"
+        ),
+        order_by=["start_time DESC"],
+        max_results=1,
+    )
+    return None if runs.empty else str(runs.iloc[0]["run_id"])

@@ -36,7 +36,7 @@ from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
 from balancebench.params import EXPERIMENT_PARAMS
-from balancebench.schema import check_values, spec_defaults
+from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
 
 #: Definitions of what the sweep itself adds to every model child run.
 SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
@@ -101,6 +101,7 @@ MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
+        "pattern": NAME_PATTERN,
         "default": "balancebench-models",
         "title": "MLflow experiment",
         "description": "Experiment the parent and child runs are logged to.",

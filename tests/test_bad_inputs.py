@@ -1,0 +1,130 @@
+"""The bad-input catalogue: every entry point refuses a bad value before any work, with
+the field named, a non-zero exit and no traceback, and leaves nothing behind (no new
+dataset, no temporary folder, no MLflow run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from balancebench.cli import app
+
+RUNNER = CliRunner()
+
+# (entry point arguments, the text the message must contain: the field it names)
+CASES: list[tuple[list[str], str]] = [
+    # balancebench run --conf (the DAG Params)
+    (["run", "--conf", "null"], "CONF"),
+    (["run", "--conf", "[1, 2]"], "CONF"),
+    (["run", "--conf", '"text"'], "CONF"),
+    (["run", "--conf", "{bad json"], "CONF"),
+    (["run", "--conf", '{"zipf_s": NaN}'], "CONF"),
+    (["run", "--conf", '{"zipf_s": Infinity}'], "CONF"),
+    (["run", "--conf", '{"n_nodes": 4.0}'], "n_nodes"),
+    (["run", "--conf", '{"n_batches": 2.0}'], "n_batches"),
+    (["run", "--conf", '{"n_nodes": 0}'], "n_nodes"),
+    (["run", "--conf", '{"n_nodes": true}'], "n_nodes"),
+    (["run", "--conf", '{"n_nodes": "8"}'], "n_nodes"),
+    (["run", "--conf", '{"zipf_s": -1}'], "zipf_s"),
+    (["run", "--conf", '{"zipf_s": 6}'], "zipf_s"),
+    (["run", "--conf", '{"tolerance": 0}'], "tolerance"),
+    (["run", "--conf", '{"tolerance": "tight"}'], "tolerance"),
+    (["run", "--conf", '{"strategies": []}'], "strategies"),
+    (["run", "--conf", '{"strategies": ["hash", "nope"]}'], "strategies"),
+    (["run", "--conf", '{"strategies": ["hash", "hash"]}'], "strategies"),
+    (["run", "--conf", '{"strategies": "hash"}'], "strategies"),
+    (["run", "--conf", '{"workload": "sort"}'], "workload"),
+    (["run", "--conf", '{"workload": "topk", "strategies": ["dynamic"]}'], "strategies"),
+    (["run", "--conf", '{"workload": "eq5", "dataset": "topic_stream"}'], "dataset"),
+    (["run", "--conf", '{"dataset": "nope"}'], "dataset"),
+    (["run", "--conf", '{"n_tupels": 1000}'], "n_tupels"),
+    (["run", "--conf", '{"experiment": "/tmp/x"}'], "experiment"),
+    (["run", "--conf", '{"experiment": "../../x"}'], "experiment"),
+    (["run", "--conf", '{"experiment": ".hidden"}'], "experiment"),
+    (["run", "--conf", '{"experiment": ""}'], "experiment"),
+    (["run", "--conf", '{"window_s": -1}'], "window_s"),
+    (["run", "--conf", '{"input_rate_tuples_per_s": 0}'], "input_rate_tuples_per_s"),
+    (["run", "--conf", '{"seed": -1}'], "seed"),
+    (["run", "--conf", '{"network_bandwidth_mb_per_s": 0}'], "network_bandwidth_mb_per_s"),
+    (["run", "--conf", '{"mnrt_two_stream_ratio": -1}'], "mnrt_two_stream_ratio"),
+    (["run", "--spark-master", "spark://h:99999"], "spark_master"),
+    (["run", "--spark-master", "yarn; rm -rf /"], "spark_master"),
+    (["run", "--spark-master", "local[x]"], "spark_master"),
+    # balancebench run-model --conf (the model sweep Params and grid)
+    (["run-model", "--conf", "null"], "CONF"),
+    (["run-model", "--conf", '{"model": "nope"}'], "model"),
+    (["run-model", "--conf", '{"repetitions": 0}'], "repetitions"),
+    (["run-model", "--conf", '{"repetitions": 2.0}'], "repetitions"),
+    (["run-model", "--conf", '{"experiment": "a/b"}'], "experiment"),
+    (["run-model", "--conf", '{"grid": {"nope_x": [1]}}'], "grid"),
+    # balancebench generate --set (a dataset's Params)
+    (["generate", "zipf_stream", "--set", "zipf_s=NaN", "--no-validate"], "zipf_s"),
+    (["generate", "zipf_stream", "--set", "n_tuples=20000.0", "--no-validate"], "n_tuples"),
+    (["generate", "zipf_stream", "--set", "n_tuples", "--no-validate"], "--set"),
+    (["generate", "zipf_stream", "--set", "zipf_s=-2", "--no-validate"], "zipf_s"),
+    (["generate", "nope"], "dataset"),
+    (["generate", "user_file", "--no-validate"], "user_file_path"),
+    (
+        ["generate", "user_file", "--set", "user_file_path=/no/such/file.csv", "--no-validate"],
+        "user_file_path",
+    ),
+    # balancebench validate / report
+    (["validate", "/no/such/dataset"], "dataset_dir"),
+    (["report", "--parent", "0123456789abcdef"], "parent"),
+    (["report", "--sweep", "0123456789abcdef"], "sweep"),
+]
+
+
+def _left_behind(root: Path) -> set[str]:
+    datasets = root / "datasets"
+    return {str(p.relative_to(root)) for p in datasets.rglob("*")} if datasets.exists() else set()
+
+
+@pytest.mark.parametrize(("args", "field"), CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input_is_refused_at_the_door(local_state, args, field):
+    before = _left_behind(local_state)
+    result = RUNNER.invoke(app, args)
+    text = result.output
+    assert result.exit_code != 0, text
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # no traceback
+    assert "Traceback" not in text
+    assert field in text, text
+    assert _left_behind(local_state) == before  # no dataset, no temporary folder
+
+
+def test_the_catalogue_is_large_enough():
+    assert len(CASES) >= 40
+
+
+def test_no_run_was_left_running(local_state):
+    """After the catalogue (same session), nothing in the store is RUNNING."""
+    from balancebench import tracking
+
+    mlflow = tracking._mlflow()
+    experiments = [e.experiment_id for e in mlflow.search_experiments()]
+    if experiments:
+        runs = mlflow.search_runs(experiments, filter_string="attributes.status = 'RUNNING'")
+        assert runs.empty, runs[["run_id", "tags.mlflow.runName"]]
+
+
+def test_error_messages_quote_at_most_a_short_escaped_excerpt(tmp_path, local_state):
+    """A file that is not what it should be is named, never dumped into the message."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("password: hunter2-" + "x" * 5000 + "\n\x00\x01binary\n")
+    args = [
+        "generate",
+        "user_file",
+        "--set",
+        f"user_file_path={secret}",
+        "--set",
+        "user_file_key_column=nope",
+        "--no-validate",
+    ]
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code != 0
+    assert "x" * 300 not in result.output
+    assert "\x00" not in result.output
+    assert json.dumps(result.output)  # printable
