@@ -10,8 +10,10 @@ balancebench models ; balancebench run-model [--conf JSON]   # papers 001-004 mo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from balancebench import tracking
+from balancebench import reaper, tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.local_env import airflow_env, check_spark_master
@@ -42,16 +44,56 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
     if log is None:
         return subprocess.run(cmd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
+    # This process owns the runs Airflow opens (balancebench.reaper): if it dies, the next
+    # command closes them as KILLED.
+    env["BALANCEBENCH_OWNER_PID"] = str(os.getpid())
     with log.open("w") as sink:
+        # Its own process group: a signal to this command stops Airflow, its tasks and
+        # their spark-submit processes together.
         proc = subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sink.write(line)
-            if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR", "Traceback")):
-                console.print(line.rstrip(), markup=False, highlight=False)
-        return proc.wait()
+        group_file = reaper.record_group(local_dir() / "logs", proc.pid)
+        previous = {
+            sig: signal.signal(sig, lambda n, _f: _stop_run(proc, n))
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sink.write(line)
+                if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR", "Traceback")):
+                    console.print(line.rstrip(), markup=False, highlight=False)
+            return proc.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            group_file.unlink(missing_ok=True)
+
+
+def _stop_run(proc: subprocess.Popen, signum: int) -> None:
+    """SIGINT/SIGTERM: stop Airflow's process group (its tasks, spark-submit and the Spark
+    driver), then close the runs this command owns as KILLED, then exit."""
+    name = signal.Signals(signum).name
+    console.print(f"[red]{name}[/red]: stopping the run (process group {proc.pid})")
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    closed = reaper.close_runs_of_owner(
+        tracking._mlflow(), os.getpid(), f"stopped by {name} to balancebench (pid {os.getpid()})"
+    )
+    console.print(f"closed {len(closed)} MLflow run(s) as KILLED")
+    raise SystemExit(128 + signum)
 
 
 def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int, Path]:

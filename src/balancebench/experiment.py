@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from balancebench import metrics, replay, tracking
+from balancebench import metrics, reaper, replay, tracking
 from balancebench.params import applicable_params, validate_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
@@ -242,6 +242,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         "airflow.run_id": spec.dag_run_id,
         "strategy_reference": strategy.reference,
         **spec.tags,
+        **reaper.owner_tags(),
     }
     with mlflow.start_run(
         experiment_id=experiment_id,

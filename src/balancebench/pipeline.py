@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from balancebench import tracking
+from balancebench import reaper, tracking
 from balancebench.compare import SERIES, comparison_figure, comparison_table, winners
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params
@@ -373,7 +373,9 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             "airflow.run_id": generated["run_id"],
             "mlflow.parentRunId": parent,
         }
-        run = client.create_run(experiment_id, run_name=cell.label, tags=tags)
+        run = client.create_run(
+            experiment_id, run_name=cell.label, tags={**tags, **reaper.owner_tags()}
+        )
         cell_run = run.info.run_id
         client.log_batch(
             cell_run,

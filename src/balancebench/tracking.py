@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from balancebench import reaper
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.paths import local_dir, source_root
 
@@ -50,12 +51,26 @@ def mlflow_ui_command() -> str:
     return f"{mlflow_bin} ui --backend-store-uri '{tracking_uri()}' --host 127.0.0.1 --port 5000"
 
 
+_REAPED: set[str] = set()
+
+
 def _mlflow() -> Any:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    if uri not in _REAPED:
+        # The first time this process opens a store: close what dead owners left behind.
+        _REAPED.add(uri)
+        why = " ".join(Path(a).name for a in sys.argv[:2]) or "a command"
+        from balancebench.paths import datasets_dir
+
+        # First the processes a dead command left working, then what they left open.
+        reaper.stop_orphaned_groups(local_dir() / "logs")
+        reaper.close_orphaned_runs(mlflow, why)
+        reaper.remove_orphaned_folders(datasets_dir())
     return mlflow
 
 
@@ -128,7 +143,12 @@ def start_parent_run(
     mlflow = _mlflow()
     experiment_id = ensure_experiment(experiment)
     client = mlflow.MlflowClient()
-    tags = {ROLE_TAG: role, "airflow.dag_id": dag_id, "airflow.run_id": run_id}
+    tags = {
+        ROLE_TAG: role,
+        "airflow.dag_id": dag_id,
+        "airflow.run_id": run_id,
+        **reaper.owner_tags(),
+    }
     if description:
         tags[NOTE_TAG] = description
     run = client.create_run(experiment_id, run_name=run_name or f"{dag_id} {run_id}", tags=tags)
@@ -163,6 +183,7 @@ def start_dataset_run(
         ensure_experiment(experiment),
         run_name=f"dataset {params['dataset']}",
         tags={
+            **reaper.owner_tags(),
             ROLE_TAG: "dataset",
             "airflow.dag_id": dag_id,
             "airflow.run_id": run_id,

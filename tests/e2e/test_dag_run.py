@@ -11,7 +11,7 @@ import pytest
 from balancebench import tracking
 from balancebench.generators import generate, generator_params
 from balancebench.metrics import METRIC_DEFINITIONS
-from balancebench.params import validate_params
+from balancebench.params import applicable_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from tests.e2e.conftest import TINY
 
@@ -79,9 +79,23 @@ def test_dag_run_logs_one_child_per_strategy(airflow_cli):
         assert m in METRIC_DEFINITIONS
         assert children[f"metrics.{m}"].notna().all(), m
     assert (children["metrics.oracle_passed"] == 1.0).all()
-    # Every child carries every Param and the provenance params.
-    for name in [*validate_params({}), "dataset_digest", "git_commit", "spark_master", "workload"]:
+    # Every child carries the Params that apply to it, and the provenance params; not
+    # another dataset's, strategy's or workload's.
+    applies = applicable_params(validate_params(conf), [])  # what every child shares
+    for name in [*applies, "dataset_digest", "git_commit", "spark_master", "workload"]:
         assert children[f"params.{name}"].notna().all(), name
+    assert "params.band_width" not in children and "params.pkg_senders" not in children
+    assert not any(c.startswith("params.tpch_") for c in children)
+    mnrt = children[children["params.strategy"] == "mnrt"].iloc[0]
+    assert mnrt["params.mnrt_two_stream_ratio"] is not None
+    assert (
+        children[children["params.strategy"] == "hash"]["params.mnrt_two_stream_ratio"].isna().all()
+    )
+    # The parent says who won each figure, and why it exists.
+    assert parent["tags.winner.latency_p99_s"] in {"hash", "qmmp", "mnrt"}
+    assert "topk" in parent["tags.mlflow.runName"] and "N=4" in parent["tags.mlflow.runName"]
+    assert "Best per figure" in parent["tags.mlflow.note.content"]
+    assert parent["metrics.latency_p99_s.mnrt"] > 0
     assert set(children["params.n_tuples"]) == {str(TINY["n_tuples"])}
     # Planners balance the batches after the first; hash does not.
     by = children.set_index("params.strategy")

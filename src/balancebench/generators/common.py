@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 import uuid
@@ -123,12 +124,14 @@ class ColumnDigest:
 def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
     """Call ``write(tmp_dir)``, then rename ``tmp_dir`` to ``final_dir`` (replacing it)."""
     final_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
+    # The writer's pid in the name: a folder whose writer died is found and removed
+    # (balancebench.reaper) by the next command.
+    tmp = final_dir.parent / f".{final_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         write(tmp)
         if final_dir.exists():
-            old = final_dir.parent / f".{final_dir.name}.old-{uuid.uuid4().hex[:8]}"
+            old = final_dir.parent / f".{final_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             final_dir.rename(old)
             tmp.rename(final_dir)
             shutil.rmtree(old, ignore_errors=True)

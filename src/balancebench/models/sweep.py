@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench import tracking
+from balancebench import reaper, tracking
 from balancebench.generators import DATASET_PARAMS
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.models import MODELS, get_model, model_strategies
@@ -312,7 +312,7 @@ def log_sweep(
         }
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
-        run = client.create_run(experiment_id, run_name=label, tags=tags)
+        run = client.create_run(experiment_id, run_name=label, tags={**tags, **reaper.owner_tags()})
         rid = run.info.run_id
         child_params = {
             **run_params,

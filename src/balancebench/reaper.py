@@ -1,0 +1,167 @@
+"""Runs and folders whose owner is gone: found and closed by the next command.
+
+A run's *owner* is the process that must outlive it: the ``balancebench`` command that
+started ``airflow dags test`` (``BALANCEBENCH_OWNER_PID``), or the service's scheduler
+(``BALANCEBENCH_OWNER_PIDFILE``, read when a run opens). Every MLflow run the project
+opens carries its owner (host, pid, process start time) as the tag ``balancebench.owner``.
+When the owner is gone (SIGKILL, a crash, a reboot) and the run is still RUNNING, the
+next command that opens the store closes it as KILLED with ``balancebench.killed_reason``.
+A dataset writer's temporary folder carries its pid in its name; a folder whose writer is
+gone is removed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+OWNER_TAG = "balancebench.owner"
+REASON_TAG = "balancebench.killed_reason"
+TMP_DIR = re.compile(r"^\..+\.(tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time (``/proc/<pid>/stat`` field 22), or None if it is gone:
+    a pid reused by another process has another start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def current_owner() -> dict[str, Any] | None:
+    """The owner of the runs this process opens (None: nobody to watch, e.g. a test)."""
+    pid_text = os.environ.get("BALANCEBENCH_OWNER_PID")
+    pidfile = os.environ.get("BALANCEBENCH_OWNER_PIDFILE")
+    if not pid_text and pidfile:
+        try:
+            pid_text = Path(pidfile).read_text().strip()
+        except OSError:
+            return None
+    if not pid_text or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    start = _start_ticks(pid)
+    if start is None:
+        return None
+    return {"host": socket.gethostname(), "pid": pid, "start": start}
+
+
+def owner_tags() -> dict[str, str]:
+    owner = current_owner()
+    return {OWNER_TAG: json.dumps(owner, sort_keys=True)} if owner else {}
+
+
+def owner_alive(text: str) -> bool:
+    """Whether the owner recorded in a tag still runs (another host's: assumed alive)."""
+    try:
+        owner = json.loads(text)
+        if owner["host"] != socket.gethostname():
+            return True
+        return _start_ticks(int(owner["pid"])) == str(owner["start"])
+    except (ValueError, KeyError, TypeError):
+        return True  # unreadable: never kill what we cannot judge
+
+
+def close_orphaned_runs(mlflow: Any, why: str) -> list[str]:
+    """Close RUNNING runs whose owner is gone as KILLED; returns their ids."""
+    client = mlflow.MlflowClient()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return []
+    running = client.search_runs(
+        experiments, filter_string="attributes.status = 'RUNNING'", max_results=5000
+    )
+    closed = []
+    for run in running:
+        owner = run.data.tags.get(OWNER_TAG)
+        if owner is None or owner_alive(owner):
+            continue
+        client.set_tag(
+            run.info.run_id,
+            REASON_TAG,
+            f"its owner process ({owner}) was gone when {why} opened the store "
+            f"at {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+        )
+        client.set_terminated(run.info.run_id, status="KILLED")
+        closed.append(run.info.run_id)
+    return closed
+
+
+def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
+    """Close every RUNNING run owned by ``pid`` as KILLED (a run stopped by a signal)."""
+    client = mlflow.MlflowClient()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return []
+    closed = []
+    for run in client.search_runs(
+        experiments, filter_string="attributes.status = 'RUNNING'", max_results=5000
+    ):
+        owner = run.data.tags.get(OWNER_TAG)
+        try:
+            mine = owner is not None and int(json.loads(owner)["pid"]) == pid
+        except (ValueError, KeyError, TypeError):
+            mine = False
+        if mine:
+            client.set_tag(run.info.run_id, REASON_TAG, why)
+            client.set_terminated(run.info.run_id, status="KILLED")
+            closed.append(run.info.run_id)
+    return closed
+
+
+def remove_orphaned_folders(root: Path) -> list[Path]:
+    """Temporary dataset folders (``.<name>.tmp-<pid>-<id>``) whose writer is gone."""
+    removed = []
+    if not root.exists():
+        return removed
+    for folder in root.glob("*/.*"):
+        found = TMP_DIR.match(folder.name)
+        if found and folder.is_dir() and _start_ticks(int(found.group("pid"))) is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def record_group(folder: Path, pgid: int) -> Path:
+    """Note that this process owns process group ``pgid`` (an Airflow run and its
+    spark-submit processes): if this process dies, the next command stops the group."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"group-{os.getpid()}-{pgid}.json"
+    owner = {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_ticks(os.getpid())}
+    path.write_text(json.dumps({"owner": owner, "pgid": pgid, "start": _start_ticks(pgid)}))
+    return path
+
+
+def stop_orphaned_groups(folder: Path) -> list[int]:
+    """Stop process groups whose owning command is gone (SIGTERM, then SIGKILL after 10 s)."""
+    import signal
+
+    stopped = []
+    for path in sorted(folder.glob("group-*.json")) if folder.exists() else []:
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if owner_alive(json.dumps(info["owner"])):
+            continue
+        pgid = int(info["pgid"])
+        if _start_ticks(pgid) == info.get("start"):  # the same group leader, not a reuse
+            for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + wait_s
+                while time.monotonic() < deadline and _start_ticks(pgid) is not None:
+                    time.sleep(0.2)
+            stopped.append(pgid)
+        path.unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,102 @@
+"""Runs that always end in a true state: `balancebench run` stopped by SIGTERM mid-run,
+or SIGKILLed and then followed by another command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from balancebench import tracking
+from balancebench.reaper import REASON_TAG
+from tests.e2e.conftest import ROOT, TINY
+
+pytestmark = pytest.mark.slow
+CLI = str(Path(sys.executable).parent / "balancebench")
+
+
+def _start_and_wait_for_progress(experiment: str) -> subprocess.Popen:
+    conf = json.dumps({**TINY, "experiment": experiment, "n_batches": 6})
+    proc = subprocess.Popen(
+        [CLI, "run", "--conf", conf],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 300
+    assert proc.stdout is not None
+    for line in proc.stdout:  # a Spark job is measuring a batch now
+        if "[balancebench progress]" in line:
+            return proc
+        assert time.monotonic() < deadline, "no progress line in 300 s"
+    raise AssertionError(f"the run ended before any progress (exit {proc.wait()})")
+
+
+def _runs(experiment: str):
+    mlflow = tracking._mlflow()
+    exp = mlflow.get_experiment_by_name(experiment)
+    return mlflow.search_runs([exp.experiment_id])
+
+
+def _group_of(pid: int, local: Path) -> int:
+    files = list((local / "logs").glob(f"group-{pid}-*.json"))
+    assert len(files) == 1, files
+    return int(json.loads(files[0].read_text())["pgid"])
+
+
+def _gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_sigterm_mid_run_stops_everything_and_marks_the_runs_killed(local_state):
+    proc = _start_and_wait_for_progress("e2e-sigterm")
+    pgid = _group_of(proc.pid, local_state)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "KILLED" in out and "Traceback" not in out
+    assert _gone(pgid)  # airflow, spark-submit and the Spark driver
+    runs = _runs("e2e-sigterm")
+    assert "RUNNING" not in set(runs["status"])
+    killed = runs[runs["status"] == "KILLED"]
+    assert len(killed) >= 2  # the parent and the strategy's child that was running
+    assert killed[f"tags.{REASON_TAG}"].str.contains("SIGTERM").all()
+
+
+def test_after_a_sigkill_the_next_command_cleans_up(local_state):
+    # A temporary dataset folder of a writer that no longer exists (pid 1 is alive, so
+    # take a pid that cannot be: above the kernel's pid_max).
+    orphan = local_state / "datasets" / "zipf_stream" / ".abc.tmp-99999999-0123abcd"
+    orphan.mkdir(parents=True)
+    proc = _start_and_wait_for_progress("e2e-sigkill")
+    pgid = _group_of(proc.pid, local_state)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert not _gone(pgid)  # Airflow and Spark are still at work, orphaned
+    # The next command that opens the store: any one.
+    nxt = subprocess.run(
+        [CLI, "report", "--experiment", "e2e-sigkill"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert "Traceback" not in nxt.stdout + nxt.stderr
+    assert _gone(pgid)
+    runs = _runs("e2e-sigkill")
+    assert "RUNNING" not in set(runs["status"])
+    killed = runs[runs["status"] == "KILLED"]
+    assert len(killed) >= 1
+    assert killed[f"tags.{REASON_TAG}"].str.contains("was gone").all()
+    assert not orphan.exists()
