@@ -64,7 +64,9 @@ DEFAULT_STRATEGIES = [
 
 
 def dataset(workload: str, skew: float, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    if workload == "eq5":
+    """The workload's own dataset (TPC-H for the joins eq5 and band, the topic stream
+    otherwise) at this skew."""
+    if get_workload(workload).default_dataset == "tpch":
         return "tpch", {"tpch_scale_factor": args.sf, "zipf_s": skew, "seed": 1}
     return "topic_stream", {
         "n_tuples": args.topk_tuples,
@@ -147,12 +149,18 @@ def main() -> None:
         op = get_workload(workload).operator
         names = [n for n in args.strategies if op in STRATEGIES[n].operators]
         for skew in args.skews:
-            name_ds, params = dataset(workload, skew, args)
-            folder, _ = generate(name_ds, datasets_dir(), params)
-            stream = build_stream(
-                workload, folder, {"seed": 1, "input_rate_tuples_per_s": args.rate}
-            )
-            df, interval = load_replay(spark, stream, args.batches, args.senders)
+            try:
+                name_ds, params = dataset(workload, skew, args)
+                folder, _ = generate(name_ds, datasets_dir(), params)
+                stream = build_stream(
+                    workload, folder, {"seed": 1, "input_rate_tuples_per_s": args.rate}
+                )
+                df, interval = load_replay(spark, stream, args.batches, args.senders)
+            except Exception as exc:  # a bad (workload, dataset) pair fails its cells only
+                for name in names:
+                    print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
+                    rows.append({"workload": workload, "s": skew, "strategy": name, "ok": False})
+                continue
             for name in names:
                 try:
                     r = run_one(spark, workload, stream, df, interval, name, args)

@@ -83,18 +83,6 @@ def test_predicate_routing_for_a_band_join():
     assert len(keys)  # keys outside Y use F(k)
 
 
-def test_replicated_probe_tuples_counts_extra_copies():
-    import balancebench.strategies as s
-    from balancebench.loads import KeyLoads
-
-    a, b = _keys_with_home(2, [0, 0])
-    loads = KeyLoads.from_counts(np.array([a, b]), np.array([0, 0]), np.array([100.0, 10.0]))
-    plan = s.get_strategy("qmmp", n_nodes=2).plan(loads, n_nodes=2, tolerance=0.05)
-    split = plan.routing_table.keys.tolist()
-    probes = plan.replicated_probe_tuples(np.array([a, b]), np.array([7.0, 3.0]))
-    assert probes == sum({a: 7.0, b: 3.0}[k] for k in split)  # one extra copy per split key
-
-
 def test_mnrt_replicates_the_side_much_smaller_than_the_other():
     from balancebench.strategies import get_strategy
     from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S

@@ -108,6 +108,7 @@ def summarize(
         "nodes_used_max": float(nodes_used),
         "avg_received_tuples_per_node_total": received / nodes_used if nodes_used else 0.0,
         "replication_factor_total": received / tuples if tuples else 0.0,
+        "replicated_tuples_total": float(received - tuples),
         "state_tuples_max_node_max": float(max(b.node_state.max() for b in batches)),
         "result_rows_total": float(sum(b.result_rows for b in batches)),
         "input_tuples_total": float(tuples),
@@ -138,6 +139,7 @@ def batch_metrics(
             result.received_tuples / result.nodes_used if result.nodes_used else 0.0
         ),
         "replication_factor": result.replication_factor,
+        "replicated_tuples": float(result.received_tuples - result.input_tuples),
         "state_tuples_max_node": float(result.node_state.max()),
         "result_rows": float(result.result_rows),
         "migrated_tuples": float(result.migrated_tuples),
@@ -263,11 +265,11 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             top_k=params["top_k"],
         )
         mlflow.log_param("batch_interval_s", f"{interval_s:.6g}")
-        # Warm-up: one untimed batch (hash routing) so JIT and first-use costs do not land
+        # Warm-up: untimed batches (hash routing) so JIT and first-use costs do not land
         # on the measured batch 0.
-        execute(
-            spark, stream_df, replace(config, n_batches=1), get_strategy("hash"), "hash", params
-        )
+        if params["warmup_batches"]:
+            warm = replace(config, n_batches=min(params["warmup_batches"], config.n_batches))
+            execute(spark, stream_df, warm, get_strategy("hash"), "hash", params)
         started = time.perf_counter()
         try:
             batches = execute(

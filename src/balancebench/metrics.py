@@ -258,6 +258,12 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "included) divided by nodes_used: paper 000's network metric."
     ),
     "replication_factor": "[per batch] tuples received by the nodes / input tuples (>= 1).",
+    "replicated_tuples": (
+        "[per batch] Paper 000's O4, the subsequent network cost of splitting keys: tuples "
+        "received by the nodes minus input tuples, i.e. the extra copies that routing sent "
+        "(probes of a split key to all its nodes; under the two-stream rule, the small "
+        "side's stored copies), as measured, not predicted from the plan (tuples)."
+    ),
     "state_tuples_max_node": (
         "[per batch] max over nodes of the state the node holds after the batch: stored join "
         "tuples, or the tuples counted in its partial counts of the window."
@@ -324,6 +330,7 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "'average tuples received per node')."
     ),
     "replication_factor_total": "All tuples received by the nodes / all input tuples.",
+    "replicated_tuples_total": "Sum of replicated_tuples over the run (tuples).",
     "state_tuples_max_node_max": "Max of state_tuples_max_node over the batches.",
     "result_rows_total": "Sum of result_rows over the batches.",
     "input_tuples_total": "Input tuples of the replayed stream.",

@@ -75,6 +75,16 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Micro-batches",
         "description": "The stream is replayed in this many equal event-time windows.",
     },
+    "warmup_batches": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 3,
+        "default": 1,
+        "title": "Warm-up batches",
+        "description": "Untimed batches (hash routing) each Spark run replays first, so the JVM's "
+        "first-use costs (JIT, code generation) do not land on measured batch 0. 0 = none "
+        "(batch 0 then pays them).",
+    },
     "window_s": {
         "type": "number",
         "minimum": 0,

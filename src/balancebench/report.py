@@ -47,6 +47,19 @@ def skew_winners(cells: pd.DataFrame, metric: str) -> dict[float, str]:
     return out
 
 
+def winner_lines(part: pd.DataFrame, bold: Any = str) -> list[str]:
+    """Per timed figure: its direction and the winner at each skew (``bold`` formats a
+    strategy's name)."""
+    lines = []
+    for metric in TIMED:
+        if metric_cols(metric)[0] not in part:
+            continue
+        won = skew_winners(part, metric)
+        best = ", ".join(f"s={s:g}: {bold(w)}" for s, w in sorted(won.items()))
+        lines.append(f"{metric} ({TIMED[metric]} is better): winner {best}")
+    return lines
+
+
 def _figure(cells: pd.DataFrame, title: str) -> str:
     """PNG (base64) of every timed headline figure against skew, CI bands shaded."""
     import matplotlib
@@ -98,12 +111,7 @@ def text_summary(cells: pd.DataFrame, regressions: list[str], changes: list[str]
     lines = []
     for (workload, n), part in cells.groupby(["workload", "n_nodes"]):
         lines.append(f"{workload}, N = {n}:")
-        for metric in TIMED:
-            if metric_cols(metric)[0] not in part:
-                continue
-            won = skew_winners(part, metric)
-            best = ", ".join(f"s={s:g}: {w}" for s, w in sorted(won.items()))
-            lines.append(f"  {metric} ({TIMED[metric]} is better) best: {best}")
+        lines += [f"  {line}" for line in winner_lines(part)]
     lines.append(f"regressions: {len(regressions)}")
     lines += [f"  {r}" for r in regressions]
     lines.append(f"changed deterministic figures: {len(changes)}")
@@ -142,12 +150,9 @@ def write_report(
             f"<figure><img alt='{html.escape(heading)} figures' src='data:image/png;base64,{png}'>"
         )
         parts.append("<figcaption><ul>")
-        for metric in TIMED:
-            if metric_cols(metric)[0] not in part:
-                continue
-            won = skew_winners(part, metric)
-            best = ", ".join(f"s={s:g}: <b>{html.escape(w)}</b>" for s, w in sorted(won.items()))
-            parts.append(f"<li>{metric} ({TIMED[metric]} is better): winner {best}</li>")
+        parts += [
+            f"<li>{line}</li>" for line in winner_lines(part, lambda w: f"<b>{html.escape(w)}</b>")
+        ]
         parts.append("</ul></figcaption></figure>")
     metrics = [m for m in TIMED if metric_cols(m)[0] in cells]
     parts.append("<h2>Cells</h2><table id='cells'><tr><th>cell</th><th>reps</th>")

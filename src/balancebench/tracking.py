@@ -255,18 +255,31 @@ def child_runs(parent_run_id: str) -> Any:
     )
 
 
-def latest_parent_run(experiment: str) -> Any | None:
+def latest_parent_run(
+    experiment: str, dag_id: str | None = None, started_ms: int = 0
+) -> Any | None:
+    """The newest parent run (an ``mlflow.search_runs`` row) of the experiment, of
+    ``dag_id`` if given, opened at or after ``started_ms``; None if there is none."""
     mlflow = _mlflow()
     exp = mlflow.get_experiment_by_name(experiment)
     if exp is None:
         return None
+    where = [f"tags.`{ROLE_TAG}` = 'parent'", f"attributes.start_time >= {int(started_ms)}"]
+    if dag_id is not None:
+        where.append(f"tags.`airflow.dag_id` = '{dag_id}'")
     runs = mlflow.search_runs(
         experiment_ids=[exp.experiment_id],
-        filter_string=f"tags.`{ROLE_TAG}` = 'parent'",
+        filter_string=" AND ".join(where),
         order_by=["start_time DESC"],
         max_results=1,
     )
     return None if runs.empty else runs.iloc[0]
+
+
+def parent_run_since(experiment: str, dag_id: str, started_ms: int) -> str | None:
+    """Id of the parent run of ``dag_id`` that a command starting at ``started_ms`` opened."""
+    run = latest_parent_run(experiment, dag_id, started_ms)
+    return None if run is None else str(run["run_id"])
 
 
 def ui_url() -> str:
@@ -276,22 +289,3 @@ def ui_url() -> str:
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
     return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
-
-
-def parent_run_since(experiment: str, dag_id: str, started_ms: int) -> str | None:
-    """Id of the newest parent run of ``dag_id`` opened at or after ``started_ms`` (the run
-    a command just started), or None."""
-    mlflow = _mlflow()
-    exp = mlflow.get_experiment_by_name(experiment)
-    if exp is None:
-        return None
-    runs = mlflow.search_runs(
-        experiment_ids=[exp.experiment_id],
-        filter_string=(
-            f"tags.`{ROLE_TAG}` = 'parent' AND tags.`airflow.dag_id` = '{dag_id}' "
-            f"AND attributes.start_time >= {int(started_ms)}"
-        ),
-        order_by=["start_time DESC"],
-        max_results=1,
-    )
-    return None if runs.empty else str(runs.iloc[0]["run_id"])

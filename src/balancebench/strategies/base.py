@@ -139,12 +139,6 @@ class MigrationPlan:
     def moved_load(self) -> float:
         return float(self.move_amount.sum())
 
-    def replicated_probe_tuples(self, probe_key: np.ndarray, probe_count: np.ndarray) -> float:
-        """O4: extra probe tuples operator routing ALL sends for a probe load given as
-        per-key counts: ``count * (nodes of the key - 1)`` summed."""
-        nodes = self.routing_table.nodes_per_key(np.asarray(probe_key, dtype=np.int64))
-        return float(np.sum(np.asarray(probe_count, dtype=np.float64) * (nodes - 1)))
-
 
 #: Sides of a join key under the two-stream rule (``Strategy.replicated_sides``).
 NO_SIDE, SIDE_R, SIDE_S = 0, 1, 2
