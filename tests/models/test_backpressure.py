@@ -377,3 +377,17 @@ def test_total_mb_takes_a_prefix_of_the_input_and_rejects_more_than_there_is():
     # And asking for more than the input holds names the field before any simulation
     with pytest.raises(ValueError, match="backpressure_total_mb"):
         MODEL.run(point("credit", seed=3, synthetic_total_mb=100, total_mb=120))
+
+
+def test_recovery_rules_release_what_each_reading_of_step_5_says():
+    from balancebench.models.backpressure import released_nodes
+
+    use = [0.9, 0.2, 0.8]  # node 1 has drained below the level, nodes 0 and 2 have not
+    listed = {0, 1, 2}
+    # The paper: one listed node below the level ends the migration for all.
+    assert released_nodes(listed, use, 0.3, "any_listed") == {0, 1, 2}
+    assert released_nodes(listed, use, 0.3, "all_listed") == set()
+    assert released_nodes(listed, use, 0.3, "per_node") == {1}
+    assert released_nodes({0, 2}, use, 0.3, "any_listed") == set()
+    assert released_nodes({1}, use, 0.3, "all_listed") == {1}
+    assert released_nodes(set(), use, 0.3, "any_listed") == set()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -105,7 +103,7 @@ def test_acts_within_5pct_of_optimum_in_most_small_instances():
     instances = _random_instances(200, seed=7)
     within = []
     for k, times in enumerate(instances):
-        _, span = acts_schedule(times, np.random.default_rng(k), 100, 10, 0.5, 0.05)
+        _, span = acts_schedule(times, np.random.default_rng(k), 100, 10, reinforcement=0.05)
         within.append(span <= 1.05 * brute_force_optimum(times)[1] + 1e-12)
     share = float(np.mean(within))
     # Then most are within 5% of the optimum (measured: 0.90 with n = 5%; 0.52 with n = 100%).
@@ -117,7 +115,7 @@ def test_acts_with_100pct_reinforcement_locks_in_early():
     # Given the same instances and the open-source code's +100 % reinforcement.
     instances = _random_instances(200, seed=7)
     within = [
-        acts_schedule(t, np.random.default_rng(k), 100, 10, 0.5, 1.0)[1]
+        acts_schedule(t, np.random.default_rng(k), 100, 10, reinforcement=1.0)[1]
         <= 1.05 * brute_force_optimum(t)[1] + 1e-12
         for k, t in enumerate(instances)
     ]
@@ -125,34 +123,16 @@ def test_acts_with_100pct_reinforcement_locks_in_early():
     assert float(np.mean(within)) < 0.7
 
 
-def test_acts_never_worse_than_round_robin_when_seeded_and_pure_acts_can_lose():
+def test_pure_acts_can_lose_to_round_robin_which_is_why_the_seed_exists():
+    # (That the seeded colony never loses to round robin holds by construction: its
+    # best-so-far starts there. Not tested.)
     instances = _random_instances(200, seed=11)
     pure_losses = 0
     for k, times in enumerate(instances):
         rr = round_robin(len(times), [0, 1, 2])
-        # When ACTS starts its best-so-far from round robin ([interpreted] default).
-        _, seeded = acts_schedule(times, np.random.default_rng(k), initial_best=rr)
-        # Then it is never worse than round robin.
-        assert seeded <= makespan(rr, times) + 1e-12
         _, pure = acts_schedule(times, np.random.default_rng(k))
         pure_losses += pure > makespan(rr, times) + 1e-12
-    # And the paper's pure ACTS does lose on some instances (why the seed exists).
     assert pure_losses >= 1
-
-
-def test_acts_evaporation_changes_no_decision():
-    # Given one instance; When only m changes; Then the same assignment (scale-free rules).
-    times = _random_instances(1, seed=3)[0]
-    a = acts_schedule(times, np.random.default_rng(5), evaporation=0.5)
-    b = acts_schedule(times, np.random.default_rng(5), evaporation=0.1)
-    assert a == b
-
-
-def test_acts_long_runs_stay_finite():
-    # Given many iterations of strong evaporation; Then the rescale keeps values usable.
-    times = _random_instances(1, seed=4)[0]
-    _, span = acts_schedule(times, np.random.default_rng(0), 3000, 5, 0.9, 0.01)
-    assert math.isfinite(span)
 
 
 # --- node metrics and the switch rule ------------------------------------------------

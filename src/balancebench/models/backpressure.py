@@ -55,10 +55,12 @@ dataset's times and sends the backlog at once). Packet latency runs from generat
   equal) and ``BWn = BW / max BW`` [reconstructed]. For every listed branch, packets
   tagged for it are sent to the lowest-scoring branch that is not listed (none left: they
   stay home). Every migrated packet's (tag, offset within the tag's stream) is recorded
-  as segments ``(tag, offset, length, branch)`` (§2.2, step 4). Recovery (step 5): with
-  ``recovery_rule = "all_listed"`` (strategies.md) the default routing comes back when
-  every listed node's queue use is below ``recovery_queue_share`` [reconstructed: 0.3];
-  ``"per_node"`` (a literal reading of step 5) releases each listed node on its own.
+  as segments ``(tag, offset, length, branch)`` (§2.2, step 4). Recovery (step 5): the
+  default ``recovery_rule = "any_listed"`` is the paper's text ("如存在节点压力低于预设恢复
+  阈值, 则停止数据迁移策略": if any listed node is below the recovery level, stop the
+  migration and restore the default routing) with ``recovery_queue_share``
+  [reconstructed: 0.3]; ``"all_listed"`` (strategies.md) waits until every listed node
+  is below it; ``"per_node"`` releases each listed node on its own.
 - The sink keeps per (tag, processing branch) partials (sum, count, max) and combines
   them per tag: sum of sums, sum of counts, max of maxes, mean = sum(sums)/sum(counts)
   (§2.2, Eq. 5). Distinct counts and other operators needing more state are left out (the
@@ -95,7 +97,7 @@ CREDIT = "credit"
 MIGRATION = "migration"
 STOP_RESUME = "stop_resume"
 FLOW_CONTROLS = (STOP_RESUME, CREDIT)
-RECOVERY_RULES = ("all_listed", "per_node")
+RECOVERY_RULES = ("any_listed", "all_listed", "per_node")
 SERVICE_DISTRIBUTIONS = ("deterministic", "exponential")
 DATA_SOURCE_PAUSES = ("shift", "catch_up")
 PACKET_COLUMNS = ("packet_id", "time_s", "branch", "size_mb", "value")
@@ -148,6 +150,23 @@ def branch_scores(
     io_n = (io - io.min()) / spread if spread > 0 else np.zeros_like(io)
     bw_n = bw / bw.max()
     return alpha * q + beta * io_n + (1.0 - alpha - beta) * (1.0 - bw_n)
+
+
+def released_nodes(
+    listed: Iterable[int], use: Sequence[float], level: float, rule: str
+) -> set[int]:
+    """Step 5: the listed nodes whose migration ends now (default routing restored).
+    ``any_listed`` (the paper): all of them once any is below ``level``; ``all_listed``:
+    all of them once every one is; ``per_node``: each one below it."""
+    listed = set(listed)
+    below = {b for b in listed if use[b] < level}
+    if rule == "any_listed":
+        return listed if below else set()
+    if rule == "all_listed":
+        return listed if listed and below == listed else set()
+    if rule == "per_node":
+        return below
+    raise ValueError(f"recovery_rule: {rule!r}; allowed values: {list(RECOVERY_RULES)}")
 
 
 def choose_light_branch(scores: Sequence[float], excluded: Iterable[int]) -> int | None:
@@ -720,14 +739,10 @@ class _Network:
         output_mb = [node.sent_mb - last_out[b] for b, node in enumerate(self.branches)]
         for b, node in enumerate(self.branches):
             last_in[b], last_out[b] = node.queue.input_mb, node.sent_mb
-        previously = set(self.listed)
-        below = {b for b in previously if use[b] < p["recovery_queue_share"]}
-        if previously and p["recovery_rule"] == "all_listed" and below == previously:
-            self.listed.clear()
-            self.recoveries += 1
-        elif p["recovery_rule"] == "per_node" and below:
-            self.listed -= below
-            self.recoveries += len(below)
+        released = released_nodes(self.listed, use, p["recovery_queue_share"], p["recovery_rule"])
+        if released:
+            self.listed -= released
+            self.recoveries += len(released) if p["recovery_rule"] == "per_node" else 1
         for b in range(self.n_branches):
             if b not in self.listed and is_backpressured(
                 use[b], input_mb[b], output_mb[b], p["backpressure_queue_share"]
@@ -924,10 +939,11 @@ class BackpressureModel(Model):
         "recovery_rule": {
             "type": "string",
             "enum": list(RECOVERY_RULES),
-            "default": "all_listed",
+            "default": "any_listed",
             "title": "Recovery rule",
-            "description": "all_listed: default routing once every listed node is below the "
-            "recovery level (strategies.md); per_node: each listed node released alone.",
+            "description": "any_listed (the paper's step 5): default routing once any listed "
+            "node is below the recovery level; all_listed: once every listed node is "
+            "(strategies.md); per_node: each listed node released alone.",
         },
         "alpha": {
             "type": "number",

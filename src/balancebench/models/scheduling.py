@@ -47,10 +47,9 @@ Rules and choices:
   1e-9 so a ratio that is a whole number of ants on paper is not rounded down); an
   ant's cost is its makespan; update: every entry times ``(1 - m%)``, the iteration's
   best ant's path times ``(1 + n%)``; the best assignment seen is returned.
-  [interpreted] ``m`` and ``n`` were lost in extraction. Default ``m = 50 %`` (the
-  widely copied open-source ACTS code whose structure Algorithm 3 follows uses ``p =
-  0.5``); a uniform evaporation scales each row alike and both decision rules (argmax,
-  ``max / sum``) are scale-free per row, so ``m`` never changes a decision (the matrix
+  [interpreted] ``m`` and ``n`` were lost in extraction. ``m`` is not a parameter: a
+  uniform evaporation scales each row alike and both decision rules (argmax, ``max /
+  sum``) are scale-free per row, so no value of ``m`` can change a decision (the matrix
   is kept as reinforcement counts, exactly: see :func:`acts_schedule`). Default ``n = 5 %``,
   not that code's ``q = 2`` (+100 %): with +100 % one path's pheromone dominates after
   about 4 iterations, every ant then follows it, and the colony lands within 5 % of the
@@ -330,13 +329,15 @@ def acts_schedule(
     rng: np.random.Generator,
     iterations: int = 100,
     ants: int = 10,
-    evaporation: float = 0.5,
+    *,
     reinforcement: float = 0.05,
     initial_best: Sequence[int] | None = None,
 ) -> tuple[list[int], float]:
     """ACTS (paper 002 §3.3): the best assignment the ants found and its makespan.
 
-    ``evaporation`` ``m`` and ``reinforcement`` ``n`` are fractions (0.5 = 50 %).
+    ``reinforcement`` ``n`` is a fraction (0.05 = 5 %). The paper's evaporation ``m`` is
+    not an input: it cannot change a decision (below), so it was removed rather than
+    range-checked and ignored.
     ``initial_best`` (e.g. the round-robin placement) seeds the best-so-far only; the
     pheromone still starts at 1 everywhere.
 
@@ -346,8 +347,6 @@ def acts_schedule(
     ``max / sum``), which keeps ties exact (float products in a different order would
     break them at random) and the values in range however long the colony runs.
     """
-    if not 0.0 <= evaporation < 1.0:
-        raise ValueError(f"evaporation: {evaporation}; allowed: 0 <= m < 1")
     times = np.asarray(time_matrix, dtype=np.float64)
     n_tasks, n_nodes = times.shape
     reinforced = np.zeros((n_tasks, n_nodes), dtype=np.int64)  # r[i][j]; phe = 1 at start
@@ -586,13 +585,6 @@ class SchedulingModel(Model):
             "title": "ACTS: ants",
             "description": "Ants per iteration (paper: 10).",
         },
-        "acts_evaporation_pct": _percent(
-            50,
-            100,
-            "ACTS: evaporation m%",
-            "Every pheromone entry drops by m% per iteration (value lost in the paper; 50). "
-            "Scales every entry alike, so it changes no decision.",
-        ),
         "acts_reinforcement_pct": {
             "type": "number",
             "minimum": 0,
@@ -932,7 +924,6 @@ class SchedulingModel(Model):
             rng,
             iterations=params["acts_iterations"],
             ants=params["acts_ants"],
-            evaporation=params["acts_evaporation_pct"] / 100.0,
             reinforcement=params["acts_reinforcement_pct"] / 100.0,
             initial_best=rr_placement if params["acts_seed_round_robin"] else None,
         )
