@@ -121,7 +121,8 @@ def test_identical_uncorrelated_operators_move_no_load_once_balanced(
     assert load.max() < 0.8 + eps
     if eps < 0.08:
         assert np.abs(load - 0.8).max() < 1e-9
-        assert result.series["load_fluctuation"][-1] < 1e-9
+        assert result.series["load_spread_across_hosts"][-1] < 1e-9  # hosts equal
+        assert result.series["load_fluctuation"][-1] < 1e-9  # and each one steady
 
 
 # ---- validation 3: the Hilbert mapping keeps neighbours near ---------------------------------
@@ -302,3 +303,13 @@ def test_figure_has_the_four_panels_of_the_paper() -> None:
     assert len(figure.axes) == 4
     assert all(len(ax.lines) == 3 for ax in figure.axes)
     assert figure.axes[3].get_xlabel().startswith("Average load")
+
+
+def test_load_fluctuation_is_each_hosts_variance_over_time_not_the_spread_across_hosts():
+    from balancebench.models.overlay import load_fluctuation
+
+    # Two hosts, four periods: host 0 alternates 0.2 / 0.6, host 1 is steady at 0.9.
+    loads = np.array([[0.2, 0.9], [0.6, 0.9], [0.2, 0.9], [0.6, 0.9]])
+    assert load_fluctuation(loads) == pytest.approx((0.04 + 0.0) / 2)
+    # Hosts far apart but each steady: no fluctuation (the old figure saw 0.35 of spread).
+    assert load_fluctuation(np.array([[0.2, 0.9]] * 4)) == 0.0
