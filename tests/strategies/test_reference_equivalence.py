@@ -1,5 +1,6 @@
-"""The fast QMMP and MNRT make the same decisions as the whole-data reference versions
-on windows routed by the strategy's own table (hash placement, then after a plan)."""
+"""The fast QMMP and MNRT make the same decisions as whole-data references on windows
+routed by the strategy's own table (hash placement, then after a plan). MNRT's reference
+is the paper's pseudo-code transcribed apart (``paper_mnrt.py``), not a copy of the code."""
 
 from __future__ import annotations
 
@@ -12,9 +13,25 @@ from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
 from balancebench.strategies import get_strategy
 from balancebench.strategies.base import aggregate_parts
-from tests.strategies.reference import Parts, reference_mnrt, reference_qmmp
+from tests.strategies.paper_mnrt import Window, paper_mnrt
+from tests.strategies.reference import Parts, reference_qmmp
 
-REFERENCES = {"qmmp": reference_qmmp, "mnrt": reference_mnrt}
+
+def _paper_mnrt(heavy_first: bool):
+    def run(parts: Parts, n_nodes: int, tolerance: float) -> Parts:
+        window = Window(parts.key, parts.node, parts.load, parts.state)
+        out = paper_mnrt(window, n_nodes, tolerance, heavy_first)
+        return Parts(out.key, out.node, out.load, out.state)
+
+    return run
+
+
+# name -> (strategy, its settings, the reference)
+REFERENCES = {
+    "qmmp": ("qmmp", {}, reference_qmmp),
+    "mnrt": ("mnrt", {}, _paper_mnrt(heavy_first=True)),
+    "mnrt-line6": ("mnrt", {"unload_fallback": "paper"}, _paper_mnrt(heavy_first=False)),
+}
 
 
 def _after_parts(loads: KeyLoads, plan) -> tuple[np.ndarray, ...]:
@@ -28,7 +45,7 @@ def _after_parts(loads: KeyLoads, plan) -> tuple[np.ndarray, ...]:
 
 
 def _reference_after(name, loads, n_nodes, tolerance):
-    out = REFERENCES[name](
+    out = REFERENCES[name][2](
         Parts(loads.key.copy(), loads.node.copy(), loads.load.copy(), loads.state.copy()),
         n_nodes,
         tolerance,
@@ -70,7 +87,8 @@ def hashed_windows(draw):
 @given(window=hashed_windows())
 def test_same_decisions_as_reference(name, window):
     loads, n_nodes, tolerance, scale = window
-    strategy = get_strategy(name, n_nodes=n_nodes)  # hash placement: Y empty
+    strategy_name, settings_, _ = REFERENCES[name]
+    strategy = get_strategy(strategy_name, n_nodes=n_nodes, **settings_)  # hash placement
     plan = strategy.plan(loads, n_nodes=n_nodes, tolerance=tolerance)
     assert _same(_after_parts(loads, plan), _reference_after(name, loads, n_nodes, tolerance))
     # Next window: the placement the plan left, with every part's load drifted.

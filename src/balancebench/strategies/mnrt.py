@@ -10,10 +10,25 @@ move-out of the home node).
 
 - ``UNLOADSELECT(d)``: ``chi = L(d) - UL``. Pick a part of ``d`` in the priority
   (merge,back) > (merge,across) > (merge,out) > (unchanged,back) > (unchanged,across),
-  judged against ``D*``; such a move takes the whole part, so it needs ``L(k) <= chi``.
-  If none qualifies, pick the part with the smallest ``MC / L(k)`` (state held per unit
-  of load: the cheapest to migrate) and unload it whole if ``L(k) <= chi``, else unload
-  ``chi`` of it (only large keys are split).
+  judged against ``D*``; if none qualifies, the part with the smallest ``MC / L(k)``
+  (state held per unit of load: the cheapest to migrate). Unload it whole if
+  ``L(k) <= chi``, else ``chi`` of it (lines 7-10: only large keys are split).
+
+Three places where the code could differ from Algorithm 4 are parameters, each measured
+both ways (README, "MNRT as written"):
+
+- ``unload_priority`` (default ``paper``): the priority key is picked first and split by
+  ``chi`` when larger, as lines 4-10 say; ``whole_parts`` lets only keys with
+  ``L(k) <= chi`` into a cell (what this module did before; no better on any window
+  measured).
+- ``unload_fallback`` (default ``heavy_first``, **not** the paper's line 6): keys heavier
+  than a node's share are taken first, then the smallest ``MC / L(k)``. The paper's
+  line 6 alone (``paper``) evicts the many small keys around a hot key one by one:
+  2-30x the routing entries and up to 100x the plan time at Zipf 1.2 (measured).
+- ``reunload_when`` (default ``node_over_ul``): after a whole piece is loaded, ``UNLOAD``
+  the node when it now exceeds ``UL`` (the prose: "treat the node as overloaded"); the
+  pseudo-code's line 15 reads ``L(k) >= UL`` (``key_over_ul``), and literally applied it
+  leaves the plan far from the tolerance (imbalance 0.5-0.95, measured).
 - ``LOADINGSELECT(C)``: pick the (piece, node) pair in the priority over all nine cells
   (merge,back) > (merge,across) > (merge,out) > (unchanged,back) > (unchanged,across) >
   (unchanged,out) > (split,back) > (split,across) > (split,out), place the **whole**
@@ -37,8 +52,9 @@ the routing table ``Y`` (the only ones that can be split or away from home, see 
 window contract in ``base``) and the keys this plan touches. Every other key is whole on
 its home node, so it is never a priority candidate; for the fallback each node's
 untouched rows are searched with numpy (best row first) instead of sorting all of them.
-``tests/strategies/reference.py`` keeps a whole-data version; both make the same
-decisions on every window routed by the strategy's own table.
+``tests/strategies/paper_mnrt.py`` transcribes the pseudo-code apart (whole data, plain
+dicts); both make the same decisions on every window routed by the strategy's own table,
+under either fallback reading.
 
 Two-stream rule (paper 000 §4.3, one sentence: "keep the large side in place and send
 the small side") for equi-joins, :meth:`MnrtStrategy.replicated_sides`: a key split over
@@ -54,6 +70,7 @@ rule off, which is Algorithm 1's operator routing ALL for every split key.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +100,32 @@ class MnrtStrategy(Strategy):
     name = "mnrt"
     reference = "paper 000 §4.3 Algorithm 4 (MNRT), Table 2"
     param_schema = {
+        "unload_priority": {
+            "type": "string",
+            "enum": ["paper", "whole_parts"],
+            "default": "paper",
+            "description": "UNLOADSELECT line 4: paper = the priority key is picked first and "
+            "split by chi if it is larger (lines 7-10); whole_parts = only keys with "
+            "L(k) <= chi enter a priority cell (the others go to the fallback).",
+        },
+        "unload_fallback": {
+            "type": "string",
+            "enum": ["paper", "heavy_first"],
+            "default": "heavy_first",
+            "description": "UNLOADSELECT line 6: heavy_first = keys heavier than a node's "
+            "share first (our reading of the isolation sentence), then the smallest MC / L(k); "
+            "paper = the smallest MC / L(k) only (measured: 2-30x the routing entries and "
+            "up to 100x the plan time at Zipf 1.2; README).",
+        },
+        "reunload_when": {
+            "type": "string",
+            "enum": ["node_over_ul", "key_over_ul"],
+            "default": "node_over_ul",
+            "description": "LOADINGSELECT line 15: node_over_ul = UNLOAD(d) when the node "
+            "now exceeds UL (the prose: 'treat the node as overloaded'); key_over_ul = only "
+            "when the placed piece itself is at least UL (the pseudo-code, literally; "
+            "measured: the plan then misses the tolerance, imbalance 0.5-0.95).",
+        },
         "two_stream_ratio": {
             "type": "number",
             "minimum": 0,
@@ -108,7 +151,7 @@ class MnrtStrategy(Strategy):
         return side
 
     def _rebalance(self, view: PlanView) -> Delta:
-        return _Mnrt(view).run()
+        return _Mnrt(view, self.settings).run()
 
 
 class _NodeRows:
@@ -168,7 +211,11 @@ class _NodeRows:
 class _Mnrt:
     """One planning pass over a view."""
 
-    def __init__(self, view: PlanView) -> None:
+    def __init__(self, view: PlanView, settings: dict | None = None) -> None:
+        settings = settings or {}
+        self.split_priority = settings.get("unload_priority", "paper") == "paper"
+        self.heavy_first = settings.get("unload_fallback", "heavy_first") == "heavy_first"
+        self.key_trigger = settings.get("reunload_when", "node_over_ul") == "key_over_ul"
         self.view = view
         self.n = view.n_nodes
         self.loads = view.node_loads.tolist()
@@ -209,7 +256,9 @@ class _Mnrt:
 
     def _rows_of(self, d: int) -> _NodeRows:
         if d not in self.node_rows:
-            self.node_rows[d] = _NodeRows(self.view, d, self.mean + self.eps)
+            # heavy_first sorts keys above a node's share first; the paper does not.
+            limit = self.mean + self.eps if self.heavy_first else math.inf
+            self.node_rows[d] = _NodeRows(self.view, d, limit)
             nr = self.node_rows[d]
             end = nr.start + len(nr.key)
             for r in self.touched_rows:  # tracked rows are searched as dynamic parts
@@ -241,19 +290,25 @@ class _Mnrt:
             if cell is not None:
                 ranked.append((cell, state / load, -load, k))
         ranked.sort()
-        # Priority moves take whole parts; chi only shrinks, so one pass in priority order
-        # equals re-selecting the best eligible part each time.
+        # chi only shrinks, so one pass in priority order equals re-selecting the best
+        # eligible part each time. The paper (lines 7-10) splits a priority key larger than
+        # chi; under whole_parts such a key never entered a cell.
         for _, _, neg_load, k in ranked:
             if chi <= self.eps:
                 return
             if -neg_load <= chi + self.eps:
-                chi -= self._to_pool(k, d, -neg_load)
+                self._to_pool(k, d, -neg_load)
+            elif self.split_priority:
+                self._to_pool(k, d, chi)
+            # Line 3 again: chi from the node's load (not decremented: a float drift would
+            # break ties between equal pieces differently).
+            chi = self.loads[d] - self.upper
         if chi <= self.eps:
             return
         # Fallback: heavy keys first (isolation), then smallest MC / L, then larger parts:
         # merge the tracked parts on d (sorted here) with d's untouched rows (searched).
         dynamic = sorted(
-            (self.key_total[k] <= self.mean + self.eps, st / ld, -ld, k)
+            ((not self.heavy_first) or self.key_total[k] <= self.mean + self.eps, st / ld, -ld, k)
             for k, (ld, st, _) in ((k, self.parts[k][d]) for k in self.tracked_on[d])
         )
         rows = self._rows_of(d)
@@ -270,11 +325,12 @@ class _Mnrt:
                 self.home[k] = d  # an untracked key is whole on its home node
             else:
                 break
-            chi -= self._to_pool(k, d, min(-neg_load, chi))
+            self._to_pool(k, d, min(-neg_load, chi))
+            chi = self.loads[d] - self.upper
 
     def _unload_cell(self, k: int, d: int, load: float, chi: float, dstar: set[int]) -> int | None:
-        if load > chi + self.eps:
-            return None  # a whole move would overshoot: only the fallback may split it
+        if load > chi + self.eps and not self.split_priority:
+            return None  # whole_parts: a whole move would overshoot; only the fallback splits
         home = self.home[k]
         holders = self.parts[k]
         merge_targets = [t for t in holders if t != d and t in dstar]
@@ -330,7 +386,8 @@ class _Mnrt:
             piece = self.pool.pop(i)
             self.pool_count[piece.key] -= 1
             self._place(piece, target)
-            if self.loads[target] > self.upper + self.eps:
+            over = self.loads[target] > self.upper + self.eps
+            if over and (not self.key_trigger or piece.amount >= self.upper - self.eps):
                 self.unload(target)
 
     def _place(self, piece: _Piece, target: int) -> None:
