@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# Under pytest-xdist a worker's __main__ has no __file__, which pyspark.sql.connect's
+# import check takes for a doctest run and answers with sys.exit(0) (Great Expectations
+# imports it): give it one.
+if not hasattr(sys.modules["__main__"], "__file__"):
+    sys.modules["__main__"].__file__ = "pytest-xdist-worker"
 
 # Every test run writes its local state (MLflow store, datasets, Airflow home) to a
 # temporary folder, never to the checkout's .local.

@@ -482,7 +482,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         history = _cell_history(experiment_id, key, parent) if len(done) else pd.DataFrame()
         verdicts = []
         for m, direction in regression.TIMED.items():
-            if f"{m}_mean" not in metrics:
+            if f"{m}_mean" not in metrics or m not in p["regression_metrics"]:
                 continue
             past = history[f"metrics.{m}"].dropna().tolist() if len(history) else []
             reps = done[f"metrics.{m}"].dropna().tolist()

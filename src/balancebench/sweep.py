@@ -17,6 +17,7 @@ from typing import Any, Final
 import numpy as np
 
 from balancebench.params import EXPERIMENT_PARAMS, param_section, validate_params
+from balancebench.regression import TIMED
 from balancebench.schema import check_values, spec_defaults
 from balancebench.strategies import STRATEGIES
 from balancebench.workloads import WORKLOADS, get_workload
@@ -78,6 +79,17 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Repetitions",
         "description": "spark-submit runs per cell (same dataset): the spread of the timed "
         "figures, reported as mean, std and a bootstrap 95% CI. At least 3 for a CI.",
+        "section": "Sweep",
+    },
+    "regression_metrics": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(TIMED)},
+        "minItems": 1,
+        "uniqueItems": True,
+        "default": list(TIMED),
+        "title": "Regression check: figures",
+        "description": "The timed figures compared with each cell's history (each with its "
+        "good direction); deterministic figures are always checked exactly.",
         "section": "Sweep",
     },
     "test_slow_cell": {

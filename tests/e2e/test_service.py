@@ -29,6 +29,9 @@ SWEEP = {
     "grid": CELLS,
     "repetitions": 2,
     "experiment": "e2e-nightly",
+    # The figure the test slows. The suite runs on 3 workers sharing 2 cores, so the
+    # other timed figures move with the neighbours' load, not with the code.
+    "regression_metrics": ["plan_time_ms_mean"],
 }
 
 
