@@ -34,3 +34,19 @@ def spark(local_state: Path):
     session = get_session("balancebench-tests", master="local[2]")
     yield session
     session.stop()
+
+
+# The longest files first: `make test` runs three xdist workers, one file each at a time,
+# and the suite ends when the last file does (the service test alone takes 7-13 minutes).
+SLOWEST_FIRST = (
+    "tests/e2e/test_service.py",
+    "tests/e2e/test_dag_run.py",
+    "tests/e2e/test_faults.py",
+    "tests/e2e/test_standalone_cluster.py",
+    "tests/spark/test_engine.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
