@@ -118,6 +118,9 @@ def service_env(spark_master: str | None = None) -> dict[str, str]:
         "MLFLOW_AUTH_CONFIG_PATH": str(auth_ini),
         "MLFLOW_AUTH_ADMIN_PASSWORD": keys["password"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": keys["mlflow_key"],
+        # The scheduler owns the runs its tasks open: once it is stopped, the next command
+        # closes what it left RUNNING as KILLED (balancebench.reaper).
+        "BALANCEBENCH_OWNER_PIDFILE": str(folder / "scheduler.pid"),
     }
 
 
