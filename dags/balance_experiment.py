@@ -30,6 +30,7 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 from dag_settings import DRIVER_MEMORY, TIMED_CONCURRENCY
+from dag_steps import require_generated
 
 from balancebench import pipeline
 from balancebench.params import EXPERIMENT_PARAMS, param_section
@@ -65,8 +66,7 @@ def balance_experiment() -> None:
     @task(trigger_rule="all_done")
     def compare(generated: dict) -> str:
         """Comparison table and figure on the parent run; fails if a strategy has no run."""
-        if not generated:
-            raise AirflowFailException("nothing ran: generate failed (see its log)")
+        require_generated(generated)
         complete, text = pipeline.compare_step(generated)
         print(text)
         if not complete:

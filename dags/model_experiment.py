@@ -26,6 +26,7 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 from dag_settings import MODEL_CRON
+from dag_steps import require_generated
 
 from balancebench import pipeline
 from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
@@ -61,8 +62,7 @@ def model_experiment() -> None:
     @task(trigger_rule="all_done")
     def compare(generated: dict) -> str:
         """Close the parent run; fails if a (strategy, point) has no finished child."""
-        if not generated:
-            raise AirflowFailException("nothing ran: generate failed (see its log)")
+        require_generated(generated)
         complete, text = pipeline.model_compare_step(generated)
         print(text)
         if not complete:

@@ -31,6 +31,7 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY
+from dag_steps import require_generated
 
 from balancebench import pipeline
 from balancebench.sweep import SWEEP_PARAMS, sweep_param_section
@@ -67,8 +68,7 @@ def nightly_sweep() -> None:
     @task(trigger_rule="all_done")
     def summarize(generated: dict) -> dict:
         """Statistics per cell, regressions, the report page; closes the sweep's runs."""
-        if not generated:
-            raise AirflowFailException("nothing ran: generate failed (see its log)")
+        require_generated(generated)
         result = pipeline.sweep_summarize_step(generated)
         print(result["summary"])
         print(f"report: {result['report']}")

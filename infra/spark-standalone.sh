@@ -9,7 +9,9 @@
 #
 # Settings (environment): SPARK_MASTER_HOST (127.0.0.1), SPARK_MASTER_PORT (7077),
 # SPARK_MASTER_WEBUI_PORT (8090, off Airflow's 8080), WORKER_A="cores memory webui-port"
-# ("1 1g 8091"), WORKER_B ("2 2g 8092"), STATE_DIR (.local/spark-standalone).
+# ("1 1g 8091"), WORKER_B ("2 2g 8092"), STATE_DIR (.local/spark-standalone),
+# SPARK_MASTER_REST (false: the master's REST submission API on :6066 runs whatever it is
+# sent, without a login; set true only on a trusted machine).
 # Run jobs with --master spark://127.0.0.1:7077 and an executor memory that fits the
 # smallest worker (e.g. --executor-memory 768m).
 set -euo pipefail
@@ -26,6 +28,11 @@ export PATH=$PWD/.venv/bin:$PATH
 export SPARK_LOCAL_IP=$HOST
 export SPARK_CONF_DIR=${SPARK_CONF_DIR:-$PWD/infra/spark-conf}
 export SPARK_WORKER_DIR=$PWD/$STATE/work
+case ${SPARK_MASTER_REST:-false} in
+  true|false) ;;
+  *) echo "SPARK_MASTER_REST: '${SPARK_MASTER_REST}' is not one of true, false" >&2; exit 2 ;;
+esac
+export SPARK_MASTER_OPTS="${SPARK_MASTER_OPTS:-} -Dspark.master.rest.enabled=${SPARK_MASTER_REST:-false}"
 mkdir -p "$STATE" "$SPARK_WORKER_DIR"
 
 launch() {  # name, args...: start in its own session so stop can kill the whole group

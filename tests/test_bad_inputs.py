@@ -14,6 +14,18 @@ from balancebench.cli import app
 
 RUNNER = CliRunner()
 
+# 1000^3 points x 2 repetitions: refused from the axes' lengths, never enumerated.
+_HUGE_MODEL_GRID = json.dumps(
+    {
+        "model": "overlay",
+        "grid": {
+            "overlay_target_load": [0.5] * 1000,
+            "overlay_eps": [0.1] * 1000,
+            "overlay_k": [2] * 1000,
+        },
+    }
+)
+
 # (entry point arguments, the text the message must contain: the field it names)
 CASES: list[tuple[list[str], str]] = [
     # balancebench run --conf (the DAG Params)
@@ -50,6 +62,11 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--conf", '{"seed": -1}'], "seed"),
     (["run", "--conf", '{"network_bandwidth_mb_per_s": 0}'], "network_bandwidth_mb_per_s"),
     (["run", "--conf", '{"mnrt_two_stream_ratio": -1}'], "mnrt_two_stream_ratio"),
+    (["run", "--conf", '{"dataset": "user_file"}'], "user_file_path"),
+    (
+        ["run", "--conf", '{"dataset": "user_file", "user_file_path": "/no/x.csv"}'],
+        "user_file_path",
+    ),
     (["run", "--spark-master", "spark://h:99999"], "spark_master"),
     (["run", "--spark-master", "yarn; rm -rf /"], "spark_master"),
     (["run", "--spark-master", "local[x]"], "spark_master"),
@@ -60,6 +77,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run-model", "--conf", '{"repetitions": 2.0}'], "repetitions"),
     (["run-model", "--conf", '{"experiment": "a/b"}'], "experiment"),
     (["run-model", "--conf", '{"grid": {"nope_x": [1]}}'], "grid"),
+    (["run-model", "--conf", _HUGE_MODEL_GRID], "max_runs"),
     # balancebench generate --set (a dataset's Params)
     (["generate", "zipf_stream", "--set", "zipf_s=NaN", "--no-validate"], "zipf_s"),
     (["generate", "zipf_stream", "--set", "n_tuples=20000.0", "--no-validate"], "n_tuples"),

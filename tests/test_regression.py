@@ -9,12 +9,7 @@ import pytest
 
 from balancebench import regression
 from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
-from balancebench.sweep import (
-    MAX_SWEEP_RUNS,
-    cells,
-    repetition_stats,
-    validate_sweep_params,
-)
+from balancebench.sweep import cells, repetition_stats, validate_sweep_params
 
 
 def test_baseline_is_the_best_rolling_worst_of_three():
@@ -105,18 +100,23 @@ def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
         )
     with pytest.raises(ValueError, match="repetitions"):
         validate_sweep_params({"repetitions": 0})
-    with pytest.raises(ValueError, match=f"at most {MAX_SWEEP_RUNS}"):
-        validate_sweep_params(
-            {
-                "grid": {
-                    "workloads": ["topk"],
-                    "strategies": ["hash"],
-                    "zipf_s": [i / 100 for i in range(200)],
-                    "n_nodes": [4],
-                },
-                "repetitions": 3,
-            }
-        )
+    wide = {
+        "workloads": ["topk"],
+        "strategies": ["hash"],
+        "zipf_s": [i / 100 for i in range(200)],
+        "n_nodes": [4],
+    }
+    with pytest.raises(
+        ValueError,
+        match="200 zipf_s x 1 n_nodes x 3 repetitions = 600 runs; allowed: at most 500 \\(max_runs",
+    ):
+        validate_sweep_params({"grid": wide, "repetitions": 3})
+    assert validate_sweep_params({"grid": wide, "repetitions": 3, "max_runs": 600})
+    # The size is refused from the axes' lengths, before a cell is built (a huge grid
+    # must not be enumerated to be refused).
+    huge = {**wide, "zipf_s": [i / 1e6 for i in range(1_000_000)], "n_nodes": list(range(1, 1025))}
+    with pytest.raises(ValueError, match="= 3,072,000,000 runs"):
+        validate_sweep_params({"grid": huge, "repetitions": 3})
     with pytest.raises(ValueError, match="test_slow_cell"):
         validate_sweep_params({"test_slow_cell": "topk · nope"})
 

@@ -28,7 +28,7 @@ from balancebench import reaper, tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.local_env import airflow_env, check_spark_master
-from balancebench.params import defaults, validate_params
+from balancebench.params import check_inputs, defaults, validate_params
 from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
 from balancebench.schema import parse_json_object
 
@@ -123,6 +123,7 @@ def run(
     """Run the DAG once with ``airflow dags test`` and print the comparison."""
     try:
         params = validate_params(parse_json_object(conf, "CONF"))
+        check_inputs(params)
         if spark_master is not None:
             check_spark_master(spark_master)
     except ValueError as exc:

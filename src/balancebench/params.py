@@ -212,6 +212,14 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def check_inputs(params: dict[str, Any]) -> None:
+    """The dataset's inputs outside the Params (a user file exists and has the named
+    columns), checked as its generator will before writing: an entry point that hands the
+    Params to a DAG calls this first, so a missing file is refused before the run starts."""
+    generator = GENERATORS[params["dataset"]]
+    generator.check({k: params[k] for k in generator.params if k in params})
+
+
 # ---- what applies to what (trigger-form sections, the Params a child run carries) ----
 
 #: Params that only one workload reads.

@@ -377,19 +377,16 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             experiment_id, run_name=cell.label, tags={**tags, **reaper.owner_tags()}
         )
         cell_run = run.info.run_id
-        client.log_batch(
+        tracking.log_params(
+            client,
             cell_run,
-            params=[
-                mlflow.entities.Param(k, v)
-                for k, v in {
-                    **tracking.flat_params(applies),
-                    "strategy": cell.strategy,
-                    "repetitions": str(p["repetitions"]),
-                    "dataset_digest": data["digest"],
-                    "git_commit": tracking.git_commit(),
-                    "timed_concurrency": str(concurrency),
-                }.items()
-            ],
+            {
+                **applies,
+                "strategy": cell.strategy,
+                "repetitions": p["repetitions"],
+                "dataset_digest": data["digest"],
+                "timed_concurrency": concurrency,
+            },
         )
         tracking.log_metric_definitions(cell_run)
         slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0

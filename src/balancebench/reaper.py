@@ -18,6 +18,7 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,33 +71,9 @@ def owner_alive(text: str) -> bool:
         return True  # unreadable: never kill what we cannot judge
 
 
-def close_orphaned_runs(mlflow: Any, why: str) -> list[str]:
-    """Close RUNNING runs whose owner is gone as KILLED; returns their ids."""
-    client = mlflow.MlflowClient()
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    if not experiments:
-        return []
-    running = client.search_runs(
-        experiments, filter_string="attributes.status = 'RUNNING'", max_results=5000
-    )
-    closed = []
-    for run in running:
-        owner = run.data.tags.get(OWNER_TAG)
-        if owner is None or owner_alive(owner):
-            continue
-        client.set_tag(
-            run.info.run_id,
-            REASON_TAG,
-            f"its owner process ({owner}) was gone when {why} opened the store "
-            f"at {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
-        )
-        client.set_terminated(run.info.run_id, status="KILLED")
-        closed.append(run.info.run_id)
-    return closed
-
-
-def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
-    """Close every RUNNING run owned by ``pid`` as KILLED (a run stopped by a signal)."""
+def _close_running(mlflow: Any, reason_for: Callable[[str], str | None]) -> list[str]:
+    """Close as KILLED every RUNNING run for whose owner tag ``reason_for`` gives a
+    reason (None: leave it); returns their ids."""
     client = mlflow.MlflowClient()
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
@@ -106,15 +83,39 @@ def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
         experiments, filter_string="attributes.status = 'RUNNING'", max_results=5000
     ):
         owner = run.data.tags.get(OWNER_TAG)
-        try:
-            mine = owner is not None and int(json.loads(owner)["pid"]) == pid
-        except (ValueError, KeyError, TypeError):
-            mine = False
-        if mine:
-            client.set_tag(run.info.run_id, REASON_TAG, why)
-            client.set_terminated(run.info.run_id, status="KILLED")
-            closed.append(run.info.run_id)
+        reason = None if owner is None else reason_for(owner)
+        if reason is None:
+            continue
+        client.set_tag(run.info.run_id, REASON_TAG, reason)
+        client.set_terminated(run.info.run_id, status="KILLED")
+        closed.append(run.info.run_id)
     return closed
+
+
+def close_orphaned_runs(mlflow: Any, why: str) -> list[str]:
+    """Close RUNNING runs whose owner is gone as KILLED; returns their ids."""
+
+    def reason(owner: str) -> str | None:
+        if owner_alive(owner):
+            return None
+        return (
+            f"its owner process ({owner}) was gone when {why} opened the store "
+            f"at {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+        )
+
+    return _close_running(mlflow, reason)
+
+
+def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
+    """Close every RUNNING run owned by ``pid`` as KILLED (a run stopped by a signal)."""
+
+    def reason(owner: str) -> str | None:
+        try:
+            return why if int(json.loads(owner)["pid"]) == pid else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    return _close_running(mlflow, reason)
 
 
 def remove_orphaned_folders(root: Path) -> list[Path]:

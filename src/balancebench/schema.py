@@ -145,3 +145,16 @@ def check_values(
     if lines:
         raise ValueError(f"invalid {what}: " + "; ".join(lines))
     return merged
+
+
+def check_grid_size(sizes: dict[str, int], limit: int, limit_field: str) -> int:
+    """The number of runs of a grid (the product of its axes' lengths and multipliers),
+    refused above ``limit`` before a single point is built; the message shows the sum."""
+    total = math.prod(sizes.values())
+    if total > limit:
+        shown = " x ".join(f"{n:,} {name}" for name, n in sizes.items())
+        raise ValueError(
+            f"grid: {shown} = {total:,} runs; allowed: at most {limit:,} "
+            f"({limit_field}, which can be raised up to its maximum)"
+        )
+    return total

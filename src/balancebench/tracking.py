@@ -129,6 +129,22 @@ def flat_params(params: dict[str, Any]) -> dict[str, str]:
     return {k: json.dumps(v) if isinstance(v, list | dict) else str(v) for k, v in params.items()}
 
 
+def log_params(
+    client: Any, run_id: str, params: dict[str, Any], metrics: dict[str, float] | None = None
+) -> None:
+    """Log a run's Params (flattened, see ``flat_params``) and the code's ``git_commit``
+    in one batch, with optional step-0 metrics."""
+    mlflow = _mlflow()
+    client.log_batch(
+        run_id,
+        params=[
+            mlflow.entities.Param(k, v)
+            for k, v in {**flat_params(params), "git_commit": git_commit()}.items()
+        ],
+        metrics=[mlflow.entities.Metric(k, float(v), 0, 0) for k, v in (metrics or {}).items()],
+    )
+
+
 def start_parent_run(
     experiment: str,
     params: dict[str, Any],
@@ -152,17 +168,7 @@ def start_parent_run(
     if description:
         tags[NOTE_TAG] = description
     run = client.create_run(experiment_id, run_name=run_name or f"{dag_id} {run_id}", tags=tags)
-    client.log_batch(
-        run.info.run_id,
-        params=[
-            mlflow.entities.Param(k, v)
-            for k, v in {
-                **flat_params(params),
-                "dataset_digest": dataset_digest,
-                "git_commit": git_commit(),
-            }.items()
-        ],
-    )
+    log_params(client, run.info.run_id, {**params, "dataset_digest": dataset_digest})
     log_metric_definitions(run.info.run_id)
     return run.info.run_id
 
@@ -191,21 +197,16 @@ def start_dataset_run(
         },
     )
     rid = run.info.run_id
-    client.log_batch(
+    log_params(
+        client,
         rid,
-        params=[
-            mlflow.entities.Param(k, v)
-            for k, v in {
-                **flat_params(manifest.params),
-                "dataset": params["dataset"],
-                "dataset_dir": str(dataset_dir),
-                "dataset_digest": manifest.digest,
-                "git_commit": git_commit(),
-            }.items()
-        ],
-        metrics=[
-            mlflow.entities.Metric(k, float(v), 0, 0) for k, v in dataset_metrics(manifest).items()
-        ],
+        {
+            **manifest.params,
+            "dataset": params["dataset"],
+            "dataset_dir": str(dataset_dir),
+            "dataset_digest": manifest.digest,
+        },
+        dataset_metrics(manifest),
     )
     client.log_artifact(rid, str(Path(dataset_dir) / "manifest.json"), "dataset")
     log_metric_definitions(rid)

@@ -44,3 +44,23 @@ def airflow_cli(local_state):
     migrated = run("db", "migrate", timeout=300)
     assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
     return run
+
+
+def only_loopback(pids: list[int]) -> list[str]:
+    """Listening sockets (TCP) of these processes that are not on 127.0.0.1."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    return [
+        line
+        for line in out.splitlines()
+        if any(f"pid={p}," in line for p in pids) and "127.0.0.1:" not in line
+    ]
+
+
+def listening_ports(pids: list[int]) -> set[int]:
+    """TCP ports these processes listen on."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    return {
+        int(line.split()[3].rsplit(":", 1)[1])
+        for line in out.splitlines()
+        if any(f"pid={p}," in line for p in pids)
+    }

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from balancebench import tracking
-from tests.e2e.conftest import ROOT, TINY
+from tests.e2e.conftest import ROOT, TINY, only_loopback
 
 # Two sweeps of 4 spark-submits, on a machine the other test workers share: the module's
 # fixtures take up to about 15 minutes there (the plugin's default limit is 900 s a test).
@@ -124,16 +124,6 @@ def service(local_state):
     assert not any(_listening(p) for p in ports.values())
 
 
-def _only_loopback(pids: list[int]) -> list[str]:
-    """Listening sockets of the service's processes that are not on 127.0.0.1."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if any(f"pid={p}," in line for p in pids) and "127.0.0.1:" not in line
-    ]
-
-
 @pytest.fixture(scope="module")
 def sweeps(service):
     api = Api(service["api"], service["password"])
@@ -215,7 +205,7 @@ def test_the_service_listens_on_loopback_only(service, sweeps):
         found = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True)
         pids += [int(p) for p in found.stdout.split()]
     assert pids
-    assert _only_loopback(pids) == []
+    assert only_loopback(pids) == []
 
 
 def test_the_report_page_renders_in_a_real_browser(service, sweeps):

@@ -16,7 +16,7 @@ from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
-from tests.e2e.conftest import BIN, ROOT, TINY
+from tests.e2e.conftest import BIN, ROOT, TINY, listening_ports, only_loopback
 
 pytestmark = pytest.mark.slow
 SCRIPT = ROOT / "infra" / "spark-standalone.sh"
@@ -45,7 +45,7 @@ def cluster(local_state):
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert len(pids) == 3
-        yield "spark://127.0.0.1:7077"
+        yield "spark://127.0.0.1:7077", pids
     finally:
         subprocess.run([str(SCRIPT), "stop"], env=env, timeout=120, cwd=ROOT)
         assert not [p for p in pids if _alive(p)], "cluster processes left running"
@@ -72,7 +72,17 @@ def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
     return json.loads(open(spec.result_path).read())
 
 
+def test_the_cluster_listens_on_loopback_only_without_the_rest_submission_api(cluster):
+    _, pids = cluster
+    ports = listening_ports(pids)
+    assert {7077, 8090} <= ports, ports
+    # The master's REST submission API (6066) runs any jar it is sent, without a login.
+    assert 6066 not in ports, ports
+    assert only_loopback(pids) == []
+
+
 def test_cluster_result_equals_local(cluster, tmp_path):
+    cluster, _ = cluster
     with urllib.request.urlopen("http://127.0.0.1:8090/json/", timeout=5) as resp:
         info = json.load(resp)
     sizes = sorted((w["cores"], w["memory"]) for w in info["workers"] if w["state"] == "ALIVE")

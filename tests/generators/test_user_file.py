@@ -67,6 +67,14 @@ def test_csv_text_keys_become_a_sorted_dictionary(tmp_path):
     assert events["tuple_id"] == [0, 1, 2, 3, 4]
 
 
+def test_the_word_nan_among_words_is_a_key_like_any_other(tmp_path):
+    # Only a NaN *number* is refused; in a column of words, "nan" is a word.
+    path = _csv(tmp_path / "k.csv", "key\nnan\napple\nnan\n")
+    d, m = _run(tmp_path / "out", path=path)
+    assert _keys(d, m) == {0: "apple", 1: "nan"}
+    assert _events(d, m)["key"] == [1, 0, 1]
+
+
 def test_integer_keys_are_kept(tmp_path):
     path = _csv(tmp_path / "k.csv", "id,key\n1,42\n2,-7\n3,42\n4,100000000000\n")
     d, m = _run(tmp_path / "out", path=path)
@@ -221,6 +229,9 @@ def _bad_inputs(files):
     pq.write_table(pa.table({"key": pa.array([], pa.int64())}), files / "zero.parquet")
     pq.write_table(pa.table({"key": pa.array([1, None, 3])}), files / "nulls.parquet")
     pq.write_table(pa.table({"key": pa.array([[1], [2]])}), files / "lists.parquet")
+    nan = float("nan")
+    pq.write_table(pa.table({"key": pa.array([1.5, nan, 2.0, nan, nan])}), files / "nan.parquet")
+    _csv(files / "nan.csv", "key,t\n1.5,1\n2,2\nNaN,3\n")
     f = str
     return [
         ({"path": ""}, "user_file_path: required for dataset 'user_file'"),
@@ -255,6 +266,14 @@ def _bad_inputs(files):
             "user_file_key_column: column 'key' has 1 null value\\(s\\), the first in data row 1",
         ),
         ({"path": f(files / "lists.parquet")}, "user_file_key_column: column 'key' is of type"),
+        (
+            {"path": f(files / "nan.parquet")},
+            "user_file_key_column: column 'key' has 3 NaN value\\(s\\), the first in data row 1",
+        ),
+        (
+            {"path": f(files / "nan.csv")},
+            "user_file_key_column: column 'key' has 1 NaN value\\(s\\), the first in data row 2",
+        ),
         (
             {"path": f(files / "words.csv"), "time_column": "t"},
             "user_file_time_column: column 't' holds text that is neither numbers nor ISO-8601",

@@ -402,6 +402,7 @@ class UserFile(Generator):
             )
         keys = table.column(key_col)
         _no_nulls("user_file_key_column", key_col, keys)
+        _no_nan_keys(key_col, keys)
         seconds = None
         if time_col:
             times = table.column(time_col)
@@ -479,6 +480,29 @@ def _no_nulls(field: str, column: str, values: pa.ChunkedArray) -> None:
         raise ValueError(
             f"{field}: column {column!r} has {nulls} null value(s), the first in data row "
             f"{first} (0-based); expected a value in every row"
+        )
+
+
+def _no_nan_keys(column: str, values: pa.ChunkedArray) -> None:
+    """NaN is not a key (NaN != NaN; as text it would become a key ``"nan"``): refused in
+    a float column, and in a text column whose every value is a number."""
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values = values.cast(kind.value_type)
+        kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        try:
+            values = values.cast(pa.float64())
+        except pa.ArrowException:
+            return  # words: "nan" is a word like any other
+    elif not pa.types.is_floating(kind):
+        return
+    nan = pc.is_nan(values).to_numpy(zero_copy_only=False)
+    if nan.any():
+        raise ValueError(
+            f"user_file_key_column: column {column!r} has {int(nan.sum())} NaN value(s), the "
+            f"first in data row {int(np.flatnonzero(nan)[0])} (0-based); expected a number "
+            "in every row (NaN equals no key, itself included)"
         )
 
 

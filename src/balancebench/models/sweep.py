@@ -36,7 +36,7 @@ from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
 from balancebench.params import EXPERIMENT_PARAMS
-from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
+from balancebench.schema import NAME_PATTERN, check_grid_size, check_values, spec_defaults
 
 #: Definitions of what the sweep itself adds to every model child run.
 SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
@@ -97,6 +97,15 @@ MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Repetitions",
         "description": "Independent repetitions per point (seeds derived from seed).",
     },
+    "max_runs": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 10_000_000,
+        "default": 100_000,
+        "title": "Largest sweep (runs)",
+        "description": "A sweep of more (strategy x grid point x repetition) runs than this "
+        "is refused before any work.",
+    },
     "experiment": {
         "type": "string",
         "minLength": 1,
@@ -153,6 +162,9 @@ def validate_model_params(values: dict[str, Any]) -> dict[str, Any]:
                 problems.append(f"grid.{key}: {exc}")
     if problems:
         raise ValueError("model experiment params:\n  " + "\n  ".join(problems))
+    sizes = {f"{key} values": len(v) for key, v in sorted(params["grid"].items())}
+    sizes.update(strategies=len(params["strategies"]), repetitions=params["repetitions"])
+    check_grid_size(sizes, params["max_runs"], "max_runs")
     # Each grid point must pass the model's own cross-field checks too.
     for overrides in grid_points(params["grid"]):
         model.check_params({**point_params(params, model.name), **_strip(model.name, overrides)})
