@@ -98,6 +98,7 @@ def summarize(
         "migration_s_total": float(run.migration_s.sum()),
         "migration_bytes_total": float(sum(c.migration_bytes for c in costs)),
         "harness_s_total": float(run.harness_s.sum()),
+        "retried_stages_total": float(sum(b.extra.get("retried_stages", 0.0) for b in batches)),
         "latency_p50_s": run.latency_s[50.0],
         "latency_p95_s": run.latency_s[95.0],
         "latency_p99_s": run.latency_s[99.0],
@@ -155,6 +156,14 @@ def batch_metrics(
         out["split_keys"] = float(result.plan.split_keys)
         out["plan_reached_tolerance"] = 1.0 if result.plan.reached_tolerance else 0.0
     return out
+
+
+def reliable_state(choice: str, master: str) -> bool:
+    """Param ``state_checkpoint``: 'auto' is reliable on a cluster, where one executor
+    can be lost while the driver lives; in local mode the executor is the driver."""
+    if choice == "auto":
+        return not master.startswith("local")
+    return choice == "reliable"
 
 
 def execute(
@@ -263,8 +272,14 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             window_s=params["window_s"],
             band_width=params["band_width"],
             top_k=params["top_k"],
+            reliable_state=reliable_state(params["state_checkpoint"], sc.master),
         )
-        mlflow.log_param("batch_interval_s", f"{interval_s:.6g}")
+        mlflow.log_params(
+            {
+                "batch_interval_s": f"{interval_s:.6g}",
+                "state_checkpoint_used": "reliable" if config.reliable_state else "local",
+            }
+        )
         # Warm-up: untimed batches (hash routing) so JIT and first-use costs do not land
         # on the measured batch 0.
         if params["warmup_batches"]:

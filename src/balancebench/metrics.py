@@ -286,6 +286,11 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "(receive, operator, merge, compact: a join's merge of its state pieces), seconds: "
         "where the node work goes."
     ),
+    "retried_stages": (
+        "[per batch] Spark stages of the batch that ran more than once (partitions rerun "
+        "after a lost executor), a count; 0 without a fault. Their time figures include the "
+        "rerun; the deterministic figures do not change."
+    ),
     # ---- per run ------------------------------------------------------------------------
     "plan_time_ms_mean": "Mean of plan_time_ms over the plans of the run.",
     "plan_time_ms_max": "Max of plan_time_ms over the plans of the run.",
@@ -298,6 +303,7 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "migration_s_total": "Sum of migration_s over the run (seconds).",
     "migration_bytes_total": "Sum of migration_bytes over the run (bytes).",
     "route_s_total": "Sum of route_s over the run (seconds).",
+    "retried_stages_total": "Sum of retried_stages over the run (a count; 0 without a fault).",
     "harness_s_total": (
         "Sum of harness_s over the run (seconds): the harness's own cost, reported apart."
     ),

@@ -85,6 +85,16 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "first-use costs (JIT, code generation) do not land on measured batch 0. 0 = none "
         "(batch 0 then pays them).",
     },
+    "state_checkpoint": {
+        "type": "string",
+        "enum": ["auto", "local", "reliable"],
+        "default": "auto",
+        "title": "State checkpoints",
+        "description": "Where the runs keep their state between micro-batches: 'local' = "
+        "localCheckpoint (executors' memory; fast, lost with an executor), 'reliable' = "
+        "checkpoint files (survive a lost executor; costs the write), 'auto' = reliable on a "
+        "cluster (spark://...), local in local mode (where an executor cannot be lost alone).",
+    },
     "window_s": {
         "type": "number",
         "minimum": 0,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 
@@ -22,10 +24,6 @@ pytestmark = pytest.mark.slow
 SCRIPT = ROOT / "infra" / "spark-standalone.sh"
 
 
-def _pids(state) -> list[int]:
-    return [int(p.read_text()) for p in state.glob("*.pid")]
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -34,34 +32,48 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def cluster(local_state):
+@contextmanager
+def _running_cluster():
+    """The project's cluster, started and stopped by its script; yields (URL, pid files)."""
     state = local_dir() / "spark-standalone"
     env = {**os.environ, "STATE_DIR": str(state)}
     started = subprocess.run(
         [str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=180, cwd=ROOT
     )
-    pids = _pids(state)
+    pids = {p.stem: int(p.read_text()) for p in state.glob("*.pid")}
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert len(pids) == 3
         yield "spark://127.0.0.1:7077", pids
     finally:
         subprocess.run([str(SCRIPT), "stop"], env=env, timeout=120, cwd=ROOT)
-        assert not [p for p in pids if _alive(p)], "cluster processes left running"
+        assert not [p for p in pids.values() if _alive(p)], "cluster processes left running"
+
+
+@pytest.fixture(scope="module")
+def cluster(local_state):
+    with _running_cluster() as running:
+        yield running
+
+
+CLUSTER_ARGS = ["--executor-memory", "768m", "--total-executor-cores", "3"]
+
+
+def _command(master: str, spec: RunSpec, extra: list[str]) -> list[str]:
+    return [
+        str(BIN / "spark-submit"),
+        "--master",
+        master,
+        *extra,
+        str(ROOT / "spark_apps" / "run_workload.py"),
+        *spec.to_args(),
+    ]
 
 
 def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
     env = {**os.environ, **airflow_env()}
     done = subprocess.run(
-        [
-            str(BIN / "spark-submit"),
-            "--master",
-            master,
-            *extra,
-            str(ROOT / "spark_apps" / "run_workload.py"),
-            *spec.to_args(),
-        ],
+        _command(master, spec, extra),
         env=env,
         capture_output=True,
         text=True,
@@ -73,7 +85,7 @@ def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
 
 
 def test_the_cluster_listens_on_loopback_only_without_the_rest_submission_api(cluster):
-    _, pids = cluster
+    pids = list(cluster[1].values())
     ports = listening_ports(pids)
     assert {7077, 8090} <= ports, ports
     # The master's REST submission API (6066) runs any jar it is sent, without a login.
@@ -95,7 +107,7 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     results = {}
     for label, master, extra in (
         ("local", "local[2]", []),
-        ("cluster", cluster, ["--executor-memory", "768m", "--total-executor-cores", "3"]),
+        ("cluster", cluster, CLUSTER_ARGS),
     ):
         spec = RunSpec(
             dataset_dir=str(folder),
@@ -111,3 +123,76 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     assert results["cluster"]["node_state"] == results["local"]["node_state"]
     assert results["cluster"]["answers"] == results["local"]["answers"]
     assert results["cluster"]["summary"]["oracle_passed"] == 1.0
+
+
+def _deterministic(record: dict) -> dict:
+    """What a run must reproduce exactly, whatever happened to its executors."""
+    summary = record["summary"]
+    return {
+        "node_received": record["node_received"],
+        "node_state": record["node_state"],
+        "answers": record["answers"],
+        "result_digest": record["result_digest"],
+        "routing_table_entries_max": summary["routing_table_entries_max"],
+        "migrated_tuples_total": summary["migrated_tuples_total"],
+        "oracle_passed": summary["oracle_passed"],
+    }
+
+
+# Last in the module: it kills a worker of the module's cluster.
+def test_a_run_survives_a_lost_executor(cluster, tmp_path):
+    """A worker (and its executor) is SIGKILLed during a measured batch: the run finishes
+    on the remaining worker from its reliable state checkpoints (``state_checkpoint``
+    'auto' is reliable on a cluster), every batch passes the oracle, and the
+    deterministic figures equal a run without the fault."""
+    params = validate_params(
+        {**TINY, "n_batches": 4, "strategies": ["mnrt"], "experiment": "e2e-lost-executor"}
+    )
+    folder, _ = generate(
+        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
+    )
+
+    def spec(label: str) -> RunSpec:
+        return RunSpec(
+            dataset_dir=str(folder),
+            strategy="mnrt",
+            params=params,
+            result_path=str(tmp_path / f"{label}.json"),
+        )
+
+    calm = _submit("local[2]", spec("calm"), [])
+    master, pids = cluster
+    env = {**os.environ, **airflow_env()}
+    proc = subprocess.Popen(
+        _command(master, spec("fault"), CLUSTER_ARGS),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    lines, killed_after = [], None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if killed_after is None and "[balancebench progress]" in line:
+                # Batch 1 of 4 is done: batch 2 runs now. The bigger worker goes,
+                # with its executor (same process group), without a word.
+                os.killpg(pids["worker-b"], signal.SIGKILL)
+                killed_after = len(lines)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = "".join(lines)
+    assert killed_after is not None, output[-4000:]
+    assert proc.returncode == 0, output[-6000:]
+    progress_after_kill = [ln for ln in lines[killed_after:] if "[balancebench progress]" in ln]
+    assert len(progress_after_kill) >= 2, output[-4000:]  # measured batches went on
+    with urllib.request.urlopen("http://127.0.0.1:8090/json/", timeout=5) as resp:
+        alive = [w for w in json.load(resp)["workers"] if w["state"] == "ALIVE"]
+    assert len(alive) == 1  # the run really finished on one worker
+    fault = json.loads((tmp_path / "fault.json").read_text())
+    assert fault["spark_master"] == master
+    assert _deterministic(fault) == _deterministic(calm)

@@ -21,7 +21,7 @@ work (``route_s``), as in the engine; broadcast-collect jobs are neither.
   Parquet file per batch into ``local_dir()/streaming/<run>/in`` and read by one
   continuous Structured Streaming query with ``maxFilesPerTrigger = 1``; after each file
   ``processAllAvailable`` runs exactly one trigger. A ``foreachBatch`` sink sets the
-  batch's job group and ``localCheckpoint``\\ s the trigger's output, which executes the
+  batch's job group and checkpoints (``keep``) the trigger's output, which executes the
   micro-batch: the stateful stage (``StateStoreRestore/Save`` or
   ``StreamingSymmetricHashJoin``, ``n_nodes`` tasks, task ``i`` = state store partition
   ``i`` = node ``i``) runs in that job (its tasks also cache the trigger's output rows).
@@ -51,7 +51,7 @@ work (``route_s``), as in the engine; broadcast-collect jobs are neither.
 
 - ``spark_aqe``: every micro-batch as a batch query, AQE and skew-join handling on (see
   :class:`~balancebench.strategies.spark_native.SparkAqe` for the thresholds), whatever
-  plan Spark picks. The user keeps the tuples so far as one ``localCheckpoint``\\ ed piece
+  plan Spark picks. The user keeps the tuples so far as one checkpointed (``keep``) piece
   per batch, spread round-robin over ``n_nodes`` partitions (the source's partitions).
   Aggregation: ``groupBy(key).count()`` over the window's pieces (full history: all).
   Join: ``new R ⋈ (earlier S ∪ new S)`` ∪ ``earlier R ⋈ new S`` on the key (band: on the
@@ -431,7 +431,7 @@ class StreamingRunner(_Baseline):
         """foreachBatch: runs the trigger's plan in the batch's job group."""
         group = self.sink_group or f"balancebench-{self.name}-trigger{batch_id}"
         self.sc.setJobGroup(group, f"{self.name} trigger {batch_id}")
-        self.outputs[batch_id] = output.localCheckpoint(eager=True)
+        self.outputs[batch_id] = self.keep(output)
         self.last_batch_id = batch_id
 
     # One batch --------------------------------------------------------------------------
@@ -537,7 +537,7 @@ class StreamingRunner(_Baseline):
             kept = self.table.where(F.col("_wstart") >= current)
             table = kept.join(updates.select("_wstart", "key"), ["_wstart", "key"], "left_anti")
             table = table.unionByName(updates)
-        table = table.localCheckpoint(eager=True)
+        table = self.keep(table)
         self.table = table
         return table.where(F.col("_wstart") == current).select("key", "count")
 
@@ -594,7 +594,7 @@ class _BatchQueries(_Baseline):
         else:
             query = self.join(b, piece, earlier)
         group = self.group(b, "operator")
-        answer = query.localCheckpoint(eager=True)
+        answer = self.keep(query)
         clock.lap("operator")
         run, cpu, received, info = self.measure(group)
         # Receiving the batch: its scan and shuffle are the senders', its n tasks the nodes'.
@@ -614,11 +614,11 @@ class _BatchQueries(_Baseline):
 
     def _ingest(self, b: int) -> tuple[DataFrame, Any]:
         """Batch ``b``'s tuples as the user keeps them: ``n`` round-robin partitions,
-        ``localCheckpoint``-ed; its rows per partition from the job's task metrics, and
+        checkpointed (``keep``); its rows per partition from the job's task metrics, and
         the job's measured work."""
         group = self.group(b, "ingest")
         rows = self.stream.where(F.col("batch") == b).select(*COLUMNS)
-        piece = rows.repartition(self.n).localCheckpoint(eager=True)
+        piece = self.keep(rows.repartition(self.n))
         sizes = np.zeros(self.n, dtype=np.int64)
         for job in self.sc.statusTracker().getJobIdsForGroup(group):
             info = self.sc.statusTracker().getJobInfo(job)

@@ -16,8 +16,10 @@ Execution model (one Spark application per strategy run):
   tuple stored and probing at one node is shipped there once).
 - **State lives on its node across batches**, with the same partitioning. A join's
   stored tuples are kept in *pieces* written once: a batch's stored rows stay in the
-  cache its receive stage built, a migration writes its result with
-  ``localCheckpoint``; a node's task scans the union of its pieces (the union keeps
+  cache its receive stage built, a merge or a migration checkpoints its result
+  (``MicroBatchLoop.keep``: ``localCheckpoint``, or files that survive a lost executor
+  with ``state_checkpoint`` reliable; the cache is rebuilt from lineage if lost); a node's
+  task scans the union of its pieces (the union keeps
   the node partitioning), so a batch never rewrites state it did not change (a window
   join drops a piece once all its tuples are older than ``window_s`` and ignores older
   rows of a kept piece). Pieces are merged like a binary counter (``merge_pieces``:
@@ -125,6 +127,9 @@ class EngineConfig:
     window_s: float = 0.0
     band_width: int = 1
     top_k: int = 10
+    #: Keep cross-batch state in reliable checkpoints (survives a lost executor) instead
+    #: of ``localCheckpoint`` (``MicroBatchLoop.keep``; Param ``state_checkpoint``).
+    reliable_state: bool = False
 
     @property
     def window_batches(self) -> int | None:
@@ -144,7 +149,7 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 class Piece:
     """Stored join tuples (both sides), kept on their nodes (partition ``i`` = node
     ``i``) and written once: a batch's stored rows are its cached routed rows (caching
-    them is the receive stage's work); a merge or a migration ``localCheckpoint``\\ s them.
+    them is the receive stage's work); a merge or a migration checkpoints them (``keep``).
     ``newest_batch`` bounds their event times (for window expiry); ``span`` counts the
     batch pieces merged into it."""
 
@@ -156,11 +161,11 @@ class Piece:
     span: int = 1
 
     @classmethod
-    def written(cls, newest_batch: int, rows: DataFrame, span: int = 1) -> Piece:
-        # A checkpoint, not a cache entry: a cached plan would carry every earlier
-        # migration's plan in its own (measured: the driver ran out of memory by batch 6).
-        frame = rows.localCheckpoint(eager=True)
-        return cls(newest_batch, frame, frame, span)
+    def written(cls, newest_batch: int, kept: DataFrame, span: int = 1) -> Piece:
+        """A piece of rows already materialised by ``MicroBatchLoop.keep``: a checkpoint,
+        not a cache entry (a cached plan would carry every earlier migration's plan in
+        its own; measured: the driver ran out of memory by batch 6)."""
+        return cls(newest_batch, kept, kept, span)
 
     def release(self) -> None:
         release(self.base)
@@ -261,7 +266,9 @@ class Engine(MicroBatchLoop):
         clock.lap("oracle")
         self.group(b, "stats")
         stats, received = self._stats(b, routed, state_after)
-        if not np.array_equal(received, received_work.node_records_read):
+        retried = sum(w.retried_stages for w in (prepared, received_work, *stage_work.values()))
+        # A stage rerun after a lost executor may read a partition's records twice.
+        if not retried and not np.array_equal(received, received_work.node_records_read):
             raise RuntimeError(
                 f"{self.name}: tuples routed per node {received.tolist()} differ from the rows "
                 f"Spark's node tasks read {received_work.node_records_read.tolist()}"
@@ -292,7 +299,10 @@ class Engine(MicroBatchLoop):
             answer=shown,
             route_work_s=prepared.route_work_s + received_work.route_work_s,
             senders=self.router.senders or self.senders,
-            extra={f"node_work_{k}_s": float(w.node_cpu_s.sum()) for k, w in stage_work.items()},
+            extra={
+                **{f"node_work_{k}_s": float(w.node_cpu_s.sum()) for k, w in stage_work.items()},
+                "retried_stages": float(retried),
+            },
         )
         if passed and b < cfg.n_batches - 1:
             reassignment = self.router.after_batch(stats)
@@ -354,7 +364,7 @@ class Engine(MicroBatchLoop):
         rows = _union([p.frame for p in merging])
         assert rows is not None
         merged = Piece.written(
-            max(p.newest_batch for p in merging), rows, sum(p.span for p in merging)
+            max(p.newest_batch for p in merging), self.keep(rows), sum(p.span for p in merging)
         )
         for p in merging:
             p.release()
@@ -442,7 +452,7 @@ class Engine(MicroBatchLoop):
             merged = merged.groupBy("_surrogate", "node", "key", "slice").agg(
                 F.sum("count").alias("count")
             )
-        new_state = merged.localCheckpoint(eager=True)
+        new_state = self.keep(merged)
         g_merge = self.group(b, "merge")
         per_node = new_state.groupBy("_surrogate", "node", "key").agg(F.sum("count").alias("count"))
         at_home = per_node.drop("_surrogate").withColumn("node", home_node("key", self.n))
@@ -451,9 +461,9 @@ class Engine(MicroBatchLoop):
             .groupBy("_surrogate", "key")
             .agg(F.sum("count").alias("count"))
             .select("key", "count")
-            # The answer is materialised the way the baselines' sink does it.
-            .localCheckpoint(eager=True)
         )
+        # The answer is materialised the way the baselines' sink does it.
+        answer = self.keep(answer)
         return {"operator": g_op, "merge": g_merge}, new_state, answer
 
     # ---- join ---------------------------------------------------------------------------
@@ -487,7 +497,7 @@ class Engine(MicroBatchLoop):
         pairs = _union(found)
         assert pairs is not None
         # The new pairs are materialised the way the baselines' sink does it.
-        pairs = pairs.localCheckpoint(eager=True)
+        pairs = self.keep(pairs)
         horizon = self._horizon(b)
         kept = [
             p
@@ -555,7 +565,7 @@ class Engine(MicroBatchLoop):
             stay, arrived = self._split_counts(self.state, seg)
             arrived = arrived.persist()
             arrived.write.format("noop").mode("overwrite").save()
-            new_state = stay.unionByName(arrived).localCheckpoint(eager=True)
+            new_state = self.keep(stay.unionByName(arrived))
             # Released once nothing reads it: the moved counts were computed from it.
             release(self.state)
             self.state = new_state
@@ -571,11 +581,11 @@ class Engine(MicroBatchLoop):
             stay, arrived = self._split_tuples(frame, seg)
             if kept_copies is not None:
                 stay = stay.unionByName(kept_copies)
-            stays.append(Piece.written(piece.newest_batch, stay, piece.span))
+            stays.append(Piece.written(piece.newest_batch, self.keep(stay), piece.span))
             movers.append(arrived)
         rows = _union(movers)
         assert rows is not None
-        arrival = Piece.written(b, rows.repartition(self.n, "_surrogate"))
+        arrival = Piece.written(b, self.keep(rows.repartition(self.n, "_surrogate")))
         # Released only now: the moving rows were read from them.
         for piece in self.pieces:
             piece.release()
@@ -703,7 +713,7 @@ class Engine(MicroBatchLoop):
         arrived = arrived.repartition(self.n, "_surrogate").persist()
         arrived.write.format("noop").mode("overwrite").save()  # counted after the release
         new_state = kept.repartition(self.n, "_surrogate").unionByName(arrived)
-        written = Piece.written(b, new_state)
+        written = Piece.written(b, self.keep(new_state))
         for p in self.pieces:
             p.release()
         self.pieces = [written]

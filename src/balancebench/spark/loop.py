@@ -12,11 +12,14 @@ mismatch. Every runner's results become the cost model's input in one place
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,8 +27,16 @@ from pyspark.sql import DataFrame, SparkSession
 
 from balancebench.loads import imbalance
 from balancebench.metrics import BatchCosts
+from balancebench.paths import local_dir
 from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
 from balancebench.strategies import MigrationPlan
+
+
+def checkpoint_root() -> Path:
+    """Where runs with ``reliable_state`` write their checkpoints: every executor must
+    see it (on one machine any local folder; on a cluster of several machines a shared
+    file system, ``BALANCEBENCH_CHECKPOINT_DIR``)."""
+    return Path(os.environ.get("BALANCEBENCH_CHECKPOINT_DIR") or local_dir() / "checkpoints")
 
 
 class OracleMismatch(AssertionError):
@@ -139,7 +150,8 @@ class PhaseClock:
 def release(df: DataFrame) -> None:
     """Free what holds ``df``'s rows: its cache entry, or the blocks of a
     ``localCheckpoint`` (``DataFrame.unpersist`` does not reach those: the checkpointed
-    RDD under the plan keeps them until the application ends)."""
+    RDD under the plan keeps them until the application ends). A reliable checkpoint's
+    files stay until the run's checkpoint folder is removed (``MicroBatchLoop.run``)."""
     plan = df._jdf.queryExecution().analyzed()
     if plan.getClass().getName().endswith(".LogicalRDD"):
         plan.rdd().unpersist(False)
@@ -209,8 +221,36 @@ class MicroBatchLoop(ABC):
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         """Run batch ``b`` (its oracle check, plan and migration included)."""
 
+    @property
+    def reliable_state(self) -> bool:
+        return bool(getattr(self.config, "reliable_state", False))
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """Materialise rows that later jobs read (cross-batch state, a batch's answer) and
+        cut their lineage. ``localCheckpoint``: blocks in the executors' memory, lost with
+        their executor. With ``reliable_state``: ``checkpoint``, files in the run's
+        checkpoint folder that survive a lost executor (Spark re-reads them); the files
+        are written by the node tasks that computed the rows, so the cost is node work."""
+        if self.reliable_state:
+            return df.checkpoint(eager=True)
+        return df.localCheckpoint(eager=True)
+
+    @contextmanager
+    def _checkpoint_folder(self) -> Iterator[None]:
+        """The run's reliable checkpoints in a folder of their own, removed afterwards."""
+        if not self.reliable_state:
+            yield
+            return
+        folder = checkpoint_root() / f"{self.sc.applicationId}-{self.name}-{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.sc.setCheckpointDir(str(folder))
+        try:
+            yield
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def run(self) -> list[BatchResult]:
-        with session_conf(self.spark, self.conf()):
+        with session_conf(self.spark, self.conf()), self._checkpoint_folder():
             self.start()
             try:
                 return [self._one(b) for b in range(self.config.n_batches)]

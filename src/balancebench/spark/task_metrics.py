@@ -62,16 +62,9 @@ class TaskMetricsReader:
                 and not self._ran(stage_id)
             ):
                 return None
-            for attempt in attempts:
-                if attempt.get("status") != "COMPLETE":
-                    continue
-                n = attempt["numTasks"]
-                tasks = self._get(
-                    f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={10 * n + 100}"
-                )
-                done = {t["index"]: t for t in tasks if t.get("status") == "SUCCESS"}
-                if len(done) == n:
-                    return [done[i] for i in range(n)]
+            tasks = self._completed(stage_id, attempts)
+            if tasks is not None:
+                return tasks
             if time.monotonic() > deadline:
                 seen = [(a.get("status"), a.get("numTasks")) for a in attempts]
                 raise TimeoutError(
@@ -79,6 +72,31 @@ class TaskMetricsReader:
                     f"(REST attempts: {seen})"
                 )
             time.sleep(0.05)
+
+    def _completed(self, stage_id: int, attempts: list[dict]) -> list[dict] | None:
+        """One successful task per partition, once an attempt is complete and every
+        complete attempt has reported all its tasks; None until then. Without a fault
+        a stage has one attempt. After a lost executor Spark reruns only the lost
+        partitions in a new attempt: a partition's latest success counts (work lost
+        with the executor is not the strategy's), and ``partitionId`` is the node
+        (``index`` is the task's place within its attempt)."""
+        if not any(a.get("status") == "COMPLETE" for a in attempts):
+            return None
+        by_partition: dict[int, dict] = {}
+        for attempt in sorted(attempts, key=lambda a: a["attemptId"]):
+            if attempt.get("status") not in ("COMPLETE", "FAILED"):
+                return None  # still running
+            n = attempt["numTasks"]
+            tasks = self._get(
+                f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={10 * n + 100}"
+            )
+            done = [t for t in tasks if t.get("status") == "SUCCESS"]
+            if attempt["status"] == "COMPLETE" and len({t["index"] for t in done}) < n:
+                return None  # the listener bus has not delivered every task yet
+            for t in sorted(done, key=lambda t: t["taskId"]):
+                t["stageAttempts"] = len(attempts)
+                by_partition[int(t.get("partitionId", t["index"]))] = t
+        return [by_partition[p] for p in sorted(by_partition)]
 
     def _ran(self, stage_id: int) -> bool:
         """The driver's status tracker saw tasks of the stage complete: it ran, so the
@@ -123,6 +141,9 @@ class GroupWork:
     #: Summed work (s) of the routing tasks (CPU; run time for Python stages).
     route_work_s: float = 0.0
     stages: int = 0
+    #: Stages Spark ran more than once (a lost executor's partitions rerun): their
+    #: records read may count a partition twice across attempts.
+    retried_stages: int = 0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
@@ -152,6 +173,8 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
         tasks = reader.stage_tasks(sid)
         if not tasks:
             continue
+        if any(t.get("stageAttempts", 1) > 1 for t in tasks):
+            work.retried_stages += 1
         metrics = [t["taskMetrics"] for t in tasks]
         cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
         run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
@@ -165,7 +188,7 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
         if len(tasks) % n_nodes:
             continue  # not one task per node: bookkeeping, not node work
         work.stages += 1
-        nodes = np.array([t["index"] for t in tasks]) % n_nodes
+        nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
         np.add.at(work.node_cpu_s, nodes, cpu)
         np.add.at(work.node_run_s, nodes, run)
         read = [m["shuffleReadMetrics"] for m in metrics]
