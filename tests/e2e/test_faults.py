@@ -1,5 +1,6 @@
 """Runs that always end in a true state: `balancebench run` stopped by SIGTERM mid-run,
-or SIGKILLed and then followed by another command."""
+SIGKILLed and then followed by another command, or left by a store that turned
+read-only mid-run. (A lost executor: tests/e2e/test_standalone_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -100,3 +101,53 @@ def test_after_a_sigkill_the_next_command_cleans_up(local_state):
     assert len(killed) >= 1
     assert killed[f"tags.{REASON_TAG}"].str.contains("was gone").all()
     assert not orphan.exists()
+
+
+def _immutable(path: Path, on: bool) -> None:
+    """chattr +i/-i: read-only even for root (plain chmod does not stop root)."""
+    subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True)
+
+
+@pytest.mark.skipif(
+    subprocess.run(["which", "chattr"], capture_output=True).returncode != 0,
+    reason="needs chattr (e2fsprogs) to make the store read-only for root",
+)
+def test_a_store_that_turns_read_only_mid_run_is_left_intact_and_true(local_state):
+    """The MLflow store turns read-only during a measured batch: the run fails (it cannot
+    log), nothing already written is lost, and once write access returns the next
+    command closes the runs that were left RUNNING, with the reason."""
+    store = local_state / "mlflow" / "mlflow.db"
+    proc = _start_and_wait_for_progress("e2e-readonly")
+    written = _runs("e2e-readonly")
+    _immutable(store, True)
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _immutable(store, False)
+    assert proc.returncode != 0, out
+    assert "Traceback" not in out.split("first error:")[0][-2000:]  # the CLI's own lines
+    nxt = subprocess.run(
+        [CLI, "report", "--experiment", "e2e-readonly"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert "Traceback" not in nxt.stdout + nxt.stderr
+    runs = _runs("e2e-readonly")
+    assert "RUNNING" not in set(runs["status"])
+    assert set(written["run_id"]) <= set(runs["run_id"])  # nothing written was lost
+    closed = runs[runs["status"] == "KILLED"]
+    assert len(closed) >= 2  # the parent and the child that could not log
+    assert closed[f"tags.{REASON_TAG}"].str.contains("was gone").all()
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sqlite3; print(sqlite3.connect({str(store)!r})"
+            ".execute('pragma integrity_check').fetchone()[0])",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert check.stdout.strip() == "ok", check.stdout + check.stderr

@@ -15,14 +15,15 @@ Execution model (one Spark application per strategy run):
   records each node's task reads are the tuples shipped to it (replicas included; a
   tuple stored and probing at one node is shipped there once).
 - **State lives on its node across batches**, with the same partitioning. A join's
-  stored tuples are kept in *pieces* written once: a batch's stored rows stay in the
+  stored tuples are kept in *pieces* of one side each, written once (a probe scans only
+  the other side's pieces): a batch's stored rows stay in the
   cache its receive stage built, a merge or a migration checkpoints its result
   (``MicroBatchLoop.keep``: ``localCheckpoint``, or files that survive a lost executor
   with ``state_checkpoint`` reliable; the cache is rebuilt from lineage if lost); a node's
-  task scans the union of its pieces (the union keeps
+  task scans the union of its pieces of the side it probes (the union keeps
   the node partitioning), so a batch never rewrites state it did not change (a window
   join drops a piece once all its tuples are older than ``window_s`` and ignores older
-  rows of a kept piece). Pieces are merged like a binary counter (``merge_pieces``:
+  rows of a kept piece). Each side's pieces are merged like a binary counter (``merge_pieces``:
   the nodes' state update, measured as node work), so a node scans O(log batches)
   pieces, not one per batch. An aggregation's state is its partial counts (one row per
   node, key and batch slice inside a window, older slices dropped; one running count
@@ -147,28 +148,39 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 
 @dataclass
 class Piece:
-    """Stored join tuples (both sides), kept on their nodes (partition ``i`` = node
+    """Stored join tuples of one side, kept on their nodes (partition ``i`` = node
     ``i``) and written once: a batch's stored rows are its cached routed rows (caching
     them is the receive stage's work); a merge or a migration checkpoints them (``keep``).
     ``newest_batch`` bounds their event times (for window expiry); ``span`` counts the
-    batch pieces merged into it."""
+    batch pieces merged into it. One side per piece: a probe of side R scans only the
+    stored S tuples (measured on eq5: with both sides in one piece, every probe join read
+    the whole history, the big side's included, and filtered it row by row)."""
 
     newest_batch: int
+    side: str
     #: The stored rows (``BATCH_COLUMNS``, ``node``, ``_surrogate``).
     frame: DataFrame
-    #: What holds them in memory (released when the piece is dropped).
+    #: What holds them in memory (released once no piece is built on it).
     base: DataFrame
     span: int = 1
 
     @classmethod
-    def written(cls, newest_batch: int, kept: DataFrame, span: int = 1) -> Piece:
+    def written(cls, newest_batch: int, side: str, kept: DataFrame, span: int = 1) -> Piece:
         """A piece of rows already materialised by ``MicroBatchLoop.keep``: a checkpoint,
         not a cache entry (a cached plan would carry every earlier migration's plan in
         its own; measured: the driver ran out of memory by batch 6)."""
-        return cls(newest_batch, kept, kept, span)
+        return cls(newest_batch, side, kept, kept, span)
 
-    def release(self) -> None:
-        release(self.base)
+
+def release_pieces(dropped: list[Piece], remaining: list[Piece]) -> None:
+    """Free what holds the dropped pieces, unless a remaining piece is built on it (a
+    batch's two side pieces share its cached routed rows)."""
+    still = {id(p.base) for p in remaining}
+    freed: set[int] = set()
+    for p in dropped:
+        if id(p.base) not in still and id(p.base) not in freed:
+            release(p.base)
+            freed.add(id(p.base))
 
 
 def merge_pieces(pieces: list[Piece]) -> int:
@@ -222,8 +234,7 @@ class Engine(MicroBatchLoop):
     def close(self) -> None:
         """Release the state: a later run in the same application must not find this
         run's cached rows (an identical plan would be served from them, unmeasured)."""
-        for piece in self.pieces:
-            piece.release()
+        release_pieces(self.pieces, [])
         self.pieces = []
         if self.state is not None:
             release(self.state)
@@ -345,31 +356,36 @@ class Engine(MicroBatchLoop):
                 release(self.state)
             self.state = state_after
         else:
-            kept = {id(p.base) for p in state_after}
-            for p in self.pieces:
-                if id(p.base) not in kept:
-                    p.release()
+            release_pieces(self.pieces, state_after)
             self.pieces = state_after
         held = stats.state > 0
         self.state_key = stats.key[held]
         self.state_node = stats.node[held].astype(np.int32)
 
     def _compact(self) -> bool:
-        """Merge the newest pieces when ``merge_pieces`` says so (the nodes' state
-        update: each node rewrites its own rows, no shuffle). Whether it merged."""
-        n = merge_pieces(self.pieces)
-        if n == 0:
-            return False
-        merging = self.pieces[-n:]
-        rows = _union([p.frame for p in merging])
-        assert rows is not None
-        merged = Piece.written(
-            max(p.newest_batch for p in merging), self.keep(rows), sum(p.span for p in merging)
-        )
-        for p in merging:
-            p.release()
-        self.pieces = self.pieces[:-n] + [merged]
-        return True
+        """Merge each side's newest pieces when ``merge_pieces`` says so (the nodes'
+        state update: each node rewrites its own rows, no shuffle). Whether it merged."""
+        merged_any = False
+        for side in SIDES:
+            own = [p for p in self.pieces if p.side == side]
+            n = merge_pieces(own)
+            if n == 0:
+                continue
+            merging = own[-n:]
+            rows = _union([p.frame for p in merging])
+            assert rows is not None
+            merged = Piece.written(
+                max(p.newest_batch for p in merging),
+                side,
+                self.keep(rows),
+                sum(p.span for p in merging),
+            )
+            gone = {id(p) for p in merging}
+            remaining = [p for p in self.pieces if id(p) not in gone]
+            release_pieces(merging, remaining)
+            self.pieces = [*remaining, merged]
+            merged_any = True
+        return merged_any
 
     def _track_moved_state(self, b: int, moves: Reassignment) -> None:
         """Where state is after a migration, for the next batch's probes: a move adds its
@@ -491,7 +507,7 @@ class Engine(MicroBatchLoop):
         for side in SIDES:
             # One join per side: the union of a side's pieces keeps their node partitioning
             # (spark.sql.unionOutputPartitioning), so each node's task scans its own rows.
-            stored = _union([p.frame.where(F.col("side") == side) for p in self.pieces])
+            stored = _union([p.frame for p in self.pieces if p.side == side])
             if stored is not None:
                 found.append(self._pairs(probe.where(F.col("_other_side") == side), stored))
         pairs = _union(found)
@@ -505,7 +521,7 @@ class Engine(MicroBatchLoop):
             if horizon is None or (p.newest_batch + 1) * cfg.interval_s > horizon
         ]
         # The batch's stored rows stay where the receive stage cached them: no copy.
-        kept.append(Piece(b, store, routed))
+        kept += [Piece(b, side, store.where(F.col("side") == side), routed) for side in SIDES]
         return {"operator": g_op}, kept, pairs
 
     def _pairs(self, probe: DataFrame, stored: DataFrame, same_batch: bool = False) -> DataFrame:
@@ -572,25 +588,27 @@ class Engine(MicroBatchLoop):
             return [(arrived, F.col("count"), True)]
         sync = self._sync_table(moves)
         stays: list[Piece] = []
-        movers: list[DataFrame] = []
+        movers: dict[str, list[DataFrame]] = {side: [] for side in SIDES}
         for piece in self.pieces:
             frame, kept_copies = piece.frame, None
             if sync is not None:
                 frame, kept_copies, new_copies = self._split_replicas(frame, sync)
-                movers.append(new_copies)
+                movers[piece.side].append(new_copies)
             stay, arrived = self._split_tuples(frame, seg)
             if kept_copies is not None:
                 stay = stay.unionByName(kept_copies)
-            stays.append(Piece.written(piece.newest_batch, self.keep(stay), piece.span))
-            movers.append(arrived)
-        rows = _union(movers)
-        assert rows is not None
-        arrival = Piece.written(b, self.keep(rows.repartition(self.n, "_surrogate")))
+            stays.append(Piece.written(piece.newest_batch, piece.side, self.keep(stay), piece.span))
+            movers[piece.side].append(arrived)
+        arrivals = []
+        for side, frames in movers.items():
+            rows = _union(frames)
+            if rows is not None:
+                kept = self.keep(rows.repartition(self.n, "_surrogate"))
+                arrivals.append(Piece.written(b, side, kept))
         # Released only now: the moving rows were read from them.
-        for piece in self.pieces:
-            piece.release()
-        self.pieces = [*stays, arrival]
-        return [(arrival.frame, F.lit(1), False)]
+        release_pieces(self.pieces, [])
+        self.pieces = [*stays, *arrivals]
+        return [(arrival.frame, F.lit(1), False) for arrival in arrivals]
 
     def _sync_table(self, moves: Reassignment) -> DataFrame | None:
         """The two-stream rule's sync (``routers.ReplicaSync``) as a broadcast table."""
@@ -712,11 +730,22 @@ class Engine(MicroBatchLoop):
         arrived = tagged.where(~F.coalesce(F.col("_kept"), F.lit(False))).select(*columns)
         arrived = arrived.repartition(self.n, "_surrogate").persist()
         arrived.write.format("noop").mode("overwrite").save()  # counted after the release
-        new_state = kept.repartition(self.n, "_surrogate").unionByName(arrived)
-        written = Piece.written(b, self.keep(new_state))
-        for p in self.pieces:
-            p.release()
-        self.pieces = [written]
+        kept = kept.repartition(self.n, "_surrogate").persist()
+        written = [
+            Piece.written(
+                b,
+                side,
+                self.keep(
+                    kept.where(F.col("side") == side).unionByName(
+                        arrived.where(F.col("side") == side)
+                    )
+                ),
+            )
+            for side in SIDES
+        ]
+        kept.unpersist()
+        release_pieces(self.pieces, [])
+        self.pieces = written
         return [(arrived, F.lit(1), True)]
 
 
