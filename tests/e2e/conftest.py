@@ -47,12 +47,14 @@ def airflow_cli(local_state):
 
 
 def only_loopback(pids: list[int]) -> list[str]:
-    """Listening sockets (TCP) of these processes that are not on 127.0.0.1."""
+    """Listening sockets (TCP) of these processes that are not on 127.0.0.1 (a JVM's
+    IPv6 socket bound to it shows as ``[::ffff:127.0.0.1]``, the same address)."""
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    loopback = ("127.0.0.1:", "[::ffff:127.0.0.1]:")
     return [
         line
         for line in out.splitlines()
-        if any(f"pid={p}," in line for p in pids) and "127.0.0.1:" not in line
+        if any(f"pid={p}," in line for p in pids) and not line.split()[3].startswith(loopback)
     ]
 
 
