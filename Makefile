@@ -11,7 +11,7 @@ SPARK_MASTER ?=
 # User values reach commands as environment variables, never spliced into shell text.
 export CONF SPARK_MASTER
 
-.PHONY: setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean \
+.PHONY: test-faults setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean \
 	airflow airflow-stop airflow-status browser
 
 $(UV):
@@ -45,7 +45,12 @@ browser:
 # Airflow and spark-submit (measured: 10 CPU-minutes in 27 wall-minutes on one worker).
 test: setup browser
 	$(UV_RUN) ruff check .
-	$(UV_RUN) pytest -n 3 --dist loadfile
+	$(UV_RUN) pytest -n 3 --dist loadfile -m "not faults"
+
+# Fault injection (SIGTERM, SIGKILL, a read-only store, a lost executor): about 7 minutes
+# on two workers; .ci/run runs it after `make test`, which stays within 20 minutes.
+test-faults: setup
+	$(UV_RUN) pytest -n 2 --dist loadfile -m faults
 
 # Unit tests only (no Spark, Airflow or cluster).
 test-fast: setup

@@ -18,7 +18,7 @@ from balancebench import tracking
 from balancebench.reaper import REASON_TAG
 from tests.e2e.conftest import ROOT, TINY
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
 CLI = str(Path(sys.executable).parent / "balancebench")
 
 

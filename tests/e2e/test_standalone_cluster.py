@@ -140,6 +140,7 @@ def _deterministic(record: dict) -> dict:
 
 
 # Last in the module: it kills a worker of the module's cluster.
+@pytest.mark.faults
 def test_a_run_survives_a_lost_executor(cluster, tmp_path):
     """A worker (and its executor) is SIGKILLed during a measured batch: the run finishes
     on the remaining worker from its reliable state checkpoints (``state_checkpoint``
