@@ -374,6 +374,7 @@ class Engine(MicroBatchLoop):
             merging = own[-n:]
             rows = _union([p.frame for p in merging])
             assert rows is not None
+            rows = self._on_nodes(rows)
             merged = Piece.written(
                 max(p.newest_batch for p in merging),
                 side,
@@ -386,6 +387,18 @@ class Engine(MicroBatchLoop):
             self.pieces = [*remaining, merged]
             merged_any = True
         return merged_any
+
+    def _on_nodes(self, rows: DataFrame) -> DataFrame:
+        """``rows`` laid out node ``i`` = partition ``i``. A union Spark does not see as
+        co-partitioned comes out with one partition per child partition (measured: merged
+        pieces after a migration had 16-592 partitions); every later probe join then
+        reshuffled the whole piece, each batch. Such rows are shuffled to their nodes
+        once, here (node work of the merge or migration)."""
+        part = rows._jdf.queryExecution().executedPlan().outputPartitioning()
+        name = part.getClass().getSimpleName()
+        if name == "HashPartitioning" and part.numPartitions() == self.n:
+            return rows
+        return rows.repartition(self.n, "_surrogate")
 
     def _track_moved_state(self, b: int, moves: Reassignment) -> None:
         """Where state is after a migration, for the next batch's probes: a move adds its
@@ -587,7 +600,7 @@ class Engine(MicroBatchLoop):
             self.state = new_state
             return [(arrived, F.col("count"), True)]
         sync = self._sync_table(moves)
-        stays: list[Piece] = []
+        staying: list[tuple[Piece, DataFrame]] = []
         movers: dict[str, list[DataFrame]] = {side: [] for side in SIDES}
         for piece in self.pieces:
             frame, kept_copies = piece.frame, None
@@ -597,18 +610,28 @@ class Engine(MicroBatchLoop):
             stay, arrived = self._split_tuples(frame, seg)
             if kept_copies is not None:
                 stay = stay.unionByName(kept_copies)
-            stays.append(Piece.written(piece.newest_batch, piece.side, self.keep(stay), piece.span))
+            staying.append((piece, stay))
             movers[piece.side].append(arrived)
-        arrivals = []
+        # The moved rows travel to their nodes (the transfer), then join the newest piece
+        # of their side, which the migration rewrites anyway: a piece of their own would
+        # count as a batch in the pieces' binary counter and shift every later merge.
+        moved: dict[str, DataFrame] = {}
         for side, frames in movers.items():
             rows = _union(frames)
             if rows is not None:
-                kept = self.keep(rows.repartition(self.n, "_surrogate"))
-                arrivals.append(Piece.written(b, side, kept))
+                moved[side] = rows.repartition(self.n, "_surrogate").persist()
+                moved[side].write.format("noop").mode("overwrite").save()
+        newest = {piece.side: i for i, (piece, _) in enumerate(staying)}
+        stays = []
+        for i, (piece, stay) in enumerate(staying):
+            if newest[piece.side] == i and piece.side in moved:
+                stay = stay.unionByName(moved[piece.side])
+            kept = self.keep(self._on_nodes(stay))
+            stays.append(Piece.written(piece.newest_batch, piece.side, kept, piece.span))
         # Released only now: the moving rows were read from them.
         release_pieces(self.pieces, [])
-        self.pieces = [*stays, *arrivals]
-        return [(arrival.frame, F.lit(1), False) for arrival in arrivals]
+        self.pieces = stays
+        return [(rows, F.lit(1), True) for rows in moved.values()]
 
     def _sync_table(self, moves: Reassignment) -> DataFrame | None:
         """The two-stream rule's sync (``routers.ReplicaSync``) as a broadcast table."""
