@@ -24,26 +24,36 @@ import os
 import numpy as np
 
 from balancebench.experiment import execute
-from balancebench.generators import generate
+from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
+from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy, strategy_settings
 from balancebench.streams import build_stream
 from balancebench.workloads import get_workload
 
 
-def run(spark, df, interval, name: str, args: argparse.Namespace) -> list:
-    from balancebench.spark.engine import EngineConfig
-
-    params = validate_params(
+def skew_params(skew: float, names: list[str], args: argparse.Namespace) -> dict:
+    """The checked Params of one skew's runs (the dataset's among them)."""
+    return validate_params(
         {
             "workload": "eq5",
-            "strategies": [name],
+            "strategies": names,
             "n_nodes": args.nodes,
             "n_batches": args.batches,
+            "n_senders": args.senders,
             "window_s": 0.0,
+            "tpch_scale_factor": args.sf,
+            "zipf_s": skew,
+            "input_rate_tuples_per_s": args.rate,
+            "seed": 1,
         }
     )
+
+
+def run(spark, df, interval, name: str, params: dict, args: argparse.Namespace) -> list:
+    from balancebench.spark.engine import EngineConfig
+
     config = EngineConfig(get_workload("eq5"), args.nodes, args.batches, interval, 0.0)
     strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
     return execute(spark, df, config, strategy, name, params)
@@ -52,31 +62,39 @@ def run(spark, df, interval, name: str, args: argparse.Namespace) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor")
-    parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--nodes", type=int, default=8)
-    parser.add_argument("--senders", type=int, default=8, help="upstream routing instances")
+    parser.add_argument("--batches", type=positive_int, default=10)
+    parser.add_argument("--nodes", type=positive_int, default=8)
+    parser.add_argument(
+        "--senders", type=positive_int, default=8, help="upstream routing instances"
+    )
     parser.add_argument("--skew", type=float, default=1.2, help="Zipf s of (c), >= 1.0")
     parser.add_argument("--rate", type=float, default=1_000_000.0, help="tuples per s")
     args = parser.parse_args()
     if args.batches < 9:
         parser.error("--batches: at least 9 (target b compares batch 8 with batch 2)")
+    try:  # every input checked before any work: the message names the Param
+        cells = [
+            skew_params(skew, names, args)
+            for skew, names in (
+                (0.0, ["hash", "mnrt", "spark_streaming"]),
+                (args.skew, ["mnrt", "spark_streaming", "hash"]),
+            )
+        ]
+    except ValueError as exc:
+        parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.engine import load_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-engine-vs-streaming", master="local[*]")
     results: dict[tuple[float, str], list] = {}
-    for skew, names in (
-        (0.0, ["hash", "mnrt", "spark_streaming"]),
-        (args.skew, ["mnrt", "spark_streaming", "hash"]),
-    ):
-        folder, _ = generate(
-            "tpch", datasets_dir(), {"tpch_scale_factor": args.sf, "zipf_s": skew, "seed": 1}
-        )
-        stream = build_stream("eq5", folder, {"seed": 1, "input_rate_tuples_per_s": args.rate})
+    for params in cells:
+        skew = params["zipf_s"]
+        folder, _ = generate("tpch", datasets_dir(), generator_params("tpch", params))
+        stream = build_stream("eq5", folder, params)
         df, interval = load_replay(spark, stream, args.batches, args.senders)
-        for name in names:
-            batches = run(spark, df, interval, name, args)
+        for name in params["strategies"]:
+            batches = run(spark, df, interval, name, params, args)
             results[(skew, name)] = batches
             work = [float(b.node_work_s.sum()) for b in batches]
             service = [b.costs().service_s for b in batches]

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from balancebench.generators import generate
 from balancebench.generators.common import CHUNK_ROWS, parquet_writer
+from balancebench.schema import positive_int
 
 #: Realistic sizes (the issue names 10M Zipf events and TPC-H SF 1): (label, generator,
 #: params); a generator may appear more than once.
@@ -80,8 +81,12 @@ def user_file(folder: Path, rows: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes / 10")
-    parser.add_argument("--only", nargs="*", default=None, help="generator names")
-    parser.add_argument("--repeats", type=int, default=3, help="median over this many runs")
+    parser.add_argument(
+        "--only", nargs="*", default=None, choices=[c[1] for c in CASES], help="generator names"
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="median over this many runs"
+    )
     parser.add_argument("--no-validate", action="store_true", help="skip the GX timing")
     args = parser.parse_args()
     cases = [c for c in CASES if args.only is None or c[1] in args.only]

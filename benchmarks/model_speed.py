@@ -19,12 +19,13 @@ from balancebench.generators import generate, generator_params
 from balancebench.models import MODELS, get_model
 from balancebench.models.sweep import model_defaults, model_points, run_points_local
 from balancebench.paths import datasets_dir
+from balancebench.schema import positive_int
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--repeats", type=positive_int, default=3)
     args = parser.parse_args()
     print(
         f"{'model':>12} {'strategy':>20} {'events':>10} {'wall_s':>8} {'events/s':>11} "

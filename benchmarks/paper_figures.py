@@ -75,7 +75,7 @@ EXPERIMENTS: dict[str, dict] = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=list(EXPERIMENTS))
+    parser.add_argument("--only", nargs="*", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     cli = Path(sys.executable).parent / "balancebench"

@@ -32,6 +32,7 @@ from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
 from balancebench.paths import local_dir
 from balancebench.routing import BucketMap
+from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy
 
 PLANNERS = ["qmmp", "mnrt", "readj", "balanceload"]
@@ -83,7 +84,7 @@ def measure(name: str, loads: KeyLoads, n_nodes: int, tol: float, repeats: int) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="K <= 1e5, 3 repeats")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=5)
     args = parser.parse_args()
     ks = [10**3, 10**4, 10**5] if args.quick else [10**3, 10**4, 10**5, 10**6]
     repeats = 3 if args.quick else args.repeats

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from balancebench.hashing import home_nodes
 from balancebench.routing import RoutingTable
+from balancebench.schema import positive_int
 from balancebench.spark.routing import partition_by_node, with_storage_node
 from balancebench.spark.session import get_session
 
@@ -60,11 +61,11 @@ def plan_like_table(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tuples", type=int, default=10_000_000)
-    parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--entries", type=int, default=10_000)
-    parser.add_argument("--nodes", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tuples", type=positive_int, default=10_000_000)
+    parser.add_argument("--keys", type=positive_int, default=1_000_000)
+    parser.add_argument("--entries", type=positive_int, default=10_000)
+    parser.add_argument("--nodes", type=positive_int, default=8)
+    parser.add_argument("--repeats", type=positive_int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = get_session("balancebench-routing-overhead", master="local[*]")

@@ -40,9 +40,10 @@ import numpy as np
 
 from balancebench import replay
 from balancebench.experiment import event_times, execute, summarize
-from balancebench.generators import generate
+from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
+from balancebench.schema import positive_int
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_settings
 from balancebench.streams import build_stream
 from balancebench.workloads import get_workload
@@ -78,19 +79,33 @@ def dataset(workload: str, skew: float, args: argparse.Namespace) -> tuple[str, 
     }
 
 
-def run_one(spark, workload, stream, df, interval, name, args) -> dict[str, Any]:
-    from balancebench.spark.engine import EngineConfig
-
-    params = validate_params(
+def cell_params(workload: str, skew: float, args: argparse.Namespace) -> dict[str, Any]:
+    """The checked Params of one (workload, skew): its dataset's and every strategy of
+    ``--strategies`` that serves the workload's operator (an unknown name is refused)."""
+    name_ds, dataset_params = dataset(workload, skew, args)
+    op = get_workload(workload).operator
+    return validate_params(
         {
             "workload": workload,
-            "strategies": [name],
+            "dataset": name_ds,
+            **dataset_params,
+            "input_rate_tuples_per_s": args.rate,
+            "seed": 1,
+            "strategies": [
+                n for n in args.strategies if n not in STRATEGIES or op in STRATEGIES[n].operators
+            ],
             "n_nodes": args.nodes,
             "n_batches": args.batches,
+            "n_senders": args.senders,
             "window_s": 0.0,
             "tolerance": args.tolerance,
         }
     )
+
+
+def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[str, Any]:
+    from balancebench.spark.engine import EngineConfig
+
     config = EngineConfig(get_workload(workload), args.nodes, args.batches, interval, 0.0)
     strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
     started = time.perf_counter()
@@ -122,18 +137,26 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="*", default=["topk", "eq5"])
     parser.add_argument("--skews", nargs="*", type=float, default=[0.4, 0.8, 1.0, 1.2, 1.5])
     parser.add_argument("--strategies", nargs="*", default=DEFAULT_STRATEGIES)
-    parser.add_argument("--nodes", type=int, default=8)
-    parser.add_argument("--senders", type=int, default=8, help="upstream routing instances")
-    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--nodes", type=positive_int, default=8)
+    parser.add_argument(
+        "--senders", type=positive_int, default=8, help="upstream routing instances"
+    )
+    parser.add_argument("--batches", type=positive_int, default=4)
     parser.add_argument("--tolerance", type=float, default=0.05)
-    parser.add_argument("--topk-tuples", type=int, default=16_000_000)
-    parser.add_argument("--topk-keys", type=int, default=10_000)
+    parser.add_argument("--topk-tuples", type=positive_int, default=16_000_000)
+    parser.add_argument("--topk-keys", type=positive_int, default=10_000)
     parser.add_argument("--rate", type=float, default=4_000_000.0)
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true", help="small data (smoke run)")
     args = parser.parse_args()
     if args.quick:
         args.topk_tuples, args.sf = 400_000, 0.05
+    try:  # every cell checked before any work: the message names the Param
+        for workload in args.workloads:
+            get_workload(workload)
+        cells = {(w, s): cell_params(w, s, args) for w in args.workloads for s in args.skews}
+    except ValueError as exc:
+        parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.engine import load_replay
     from balancebench.spark.session import get_session
@@ -146,15 +169,13 @@ def main() -> None:
     )
     print(header, flush=True)
     for workload in args.workloads:
-        op = get_workload(workload).operator
-        names = [n for n in args.strategies if op in STRATEGIES[n].operators]
         for skew in args.skews:
+            params = cells[workload, skew]
+            names = params["strategies"]
             try:
-                name_ds, params = dataset(workload, skew, args)
-                folder, _ = generate(name_ds, datasets_dir(), params)
-                stream = build_stream(
-                    workload, folder, {"seed": 1, "input_rate_tuples_per_s": args.rate}
-                )
+                name_ds = params["dataset"]
+                folder, _ = generate(name_ds, datasets_dir(), generator_params(name_ds, params))
+                stream = build_stream(workload, folder, params)
                 df, interval = load_replay(spark, stream, args.batches, args.senders)
             except Exception as exc:  # a bad (workload, dataset) pair fails its cells only
                 for name in names:
@@ -163,7 +184,7 @@ def main() -> None:
                 continue
             for name in names:
                 try:
-                    r = run_one(spark, workload, stream, df, interval, name, args)
+                    r = run_one(spark, workload, stream, df, interval, name, params, args)
                 except Exception as exc:  # report and go on: one strategy must not stop the sweep
                     print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
                     rows.append({"workload": workload, "s": skew, "strategy": name, "ok": False})

@@ -25,6 +25,7 @@ from balancebench.experiment import execute
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
+from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy, strategy_settings
 from balancebench.streams import build_stream
 from balancebench.workloads import get_workload
@@ -32,32 +33,39 @@ from balancebench.workloads import get_workload
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tuples", type=int, default=1_000_000, help="topk stream tuples")
+    parser.add_argument("--tuples", type=positive_int, default=1_000_000, help="topk stream tuples")
     parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor of eq5")
-    parser.add_argument("--batches", type=int, default=6)
-    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--batches", type=positive_int, default=6)
+    parser.add_argument("--nodes", type=positive_int, default=8)
     parser.add_argument("--skew", type=float, default=1.0, help="Zipf s")
     args = parser.parse_args()
+    try:  # every input checked before any work: the message names the Param
+        cells = [
+            validate_params(
+                {
+                    "workload": workload,
+                    "strategies": ["hash", "mnrt"],
+                    "n_nodes": args.nodes,
+                    "n_batches": args.batches,
+                    "zipf_s": args.skew,
+                    **extra,
+                }
+            )
+            for workload, extra in (
+                ("topk", {"n_tuples": args.tuples}),
+                ("eq5", {"tpch_scale_factor": args.sf}),
+            )
+        ]
+    except ValueError as exc:
+        parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.engine import EngineConfig, load_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-state-checkpoint", master="local[*]")
     rows = []
-    for workload, extra in (
-        ("topk", {"n_tuples": args.tuples}),
-        ("eq5", {"tpch_scale_factor": args.sf}),
-    ):
-        params = validate_params(
-            {
-                "workload": workload,
-                "strategies": ["hash", "mnrt"],
-                "n_nodes": args.nodes,
-                "n_batches": args.batches,
-                "zipf_s": args.skew,
-                **extra,
-            }
-        )
+    for params in cells:
+        workload = params["workload"]
         folder, _ = generate(
             params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
         )

@@ -5,6 +5,8 @@ dataset, no temporary folder, no MLflow run)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,26 @@ CASES: list[tuple[list[str], str]] = [
 ]
 
 
+# Benchmark scripts: (script and arguments, the field named). Each checks every input
+# before it starts Spark or writes a dataset; argparse exits 2 with one usage line.
+BENCH_CASES: list[tuple[list[str], str]] = [
+    (["skew_sweep.py", "--skews", "nan"], "zipf_s"),
+    (["skew_sweep.py", "--strategies", "nope"], "strategies"),
+    (["skew_sweep.py", "--workloads", "eq6"], "workload"),
+    (["skew_sweep.py", "--nodes", "0"], "--nodes"),
+    (["skew_sweep.py", "--tolerance", "-1"], "tolerance"),
+    (["engine_vs_streaming.py", "--rate", "inf"], "input_rate_tuples_per_s"),
+    (["engine_vs_streaming.py", "--skew", "9"], "zipf_s"),
+    (["state_checkpoint.py", "--sf", "-1"], "tpch_scale_factor"),
+    (["state_checkpoint.py", "--batches", "4.0"], "--batches"),
+    (["routing_overhead.py", "--repeats", "0"], "--repeats"),
+    (["plan_time.py", "--repeats", "2.0"], "--repeats"),
+    (["model_speed.py", "--models", "zz"], "--models"),
+    (["paper_figures.py", "--only", "zz"], "--only"),
+    (["generate.py", "--only", "zz"], "--only"),
+]
+
+
 def _left_behind(root: Path) -> tuple[set[str], int]:
     """Every file and folder under the datasets, and the number of MLflow runs."""
     from balancebench import tracking
@@ -120,8 +142,21 @@ def test_bad_input_is_refused_at_the_door(local_state, args, field):
     assert _left_behind(local_state) == before  # no dataset, no temporary folder, no run
 
 
+@pytest.mark.parametrize(("args", "field"), BENCH_CASES, ids=[" ".join(a) for a, _ in BENCH_CASES])
+def test_benchmark_scripts_refuse_bad_input_before_any_work(local_state, args, field):
+    before = _left_behind(local_state)
+    script = Path(__file__).parents[1] / "benchmarks" / args[0]
+    done = subprocess.run(
+        [sys.executable, str(script), *args[1:]], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert field in done.stderr.splitlines()[-1], done.stderr
+    assert _left_behind(local_state) == before
+
+
 def test_the_catalogue_is_large_enough():
-    assert len(CASES) >= 40
+    assert len(CASES) + len(BENCH_CASES) >= 40
 
 
 def test_error_messages_quote_at_most_a_short_escaped_excerpt(tmp_path, local_state):

@@ -8,6 +8,7 @@ work starts.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import math
@@ -41,6 +42,19 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.,:+=@-]*$"
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows; give a finite number")
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type for a script's counts (``--repeats``, ``--tuples``): a whole
+    number >= 1, refused at parse time with the allowed values (``int`` alone lets 0 and
+    negative counts through to an empty median or a Spark error much later)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}; allowed: a whole number >= 1")
+    return value
 
 
 def parse_json_object(text: str, what: str = "CONF") -> dict[str, Any]:
