@@ -136,7 +136,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="*", default=["topk", "eq5"])
     parser.add_argument("--skews", nargs="*", type=float, default=[0.4, 0.8, 1.0, 1.2, 1.5])
-    parser.add_argument("--strategies", nargs="*", default=DEFAULT_STRATEGIES)
+    parser.add_argument(
+        "--strategies",
+        nargs="*",
+        default=None,
+        help="default: every strategy below that takes its shape on --nodes (bi6: >= 12)",
+    )
     parser.add_argument("--nodes", type=positive_int, default=8)
     parser.add_argument(
         "--senders", type=positive_int, default=8, help="upstream routing instances"
@@ -151,6 +156,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.topk_tuples, args.sf = 400_000, 0.05
+    if args.strategies is None:
+        args.strategies = []
+        for name in DEFAULT_STRATEGIES:
+            try:
+                STRATEGIES[name].check_n_nodes(args.nodes, STRATEGIES[name]().settings)
+            except ValueError as exc:
+                print(f"skipped {name}: {exc}", flush=True)
+                continue
+            args.strategies.append(name)
     try:  # every cell checked before any work: the message names the Param
         for workload in args.workloads:
             get_workload(workload)

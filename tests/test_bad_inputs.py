@@ -36,6 +36,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--conf", '"text"'], "CONF"),
     (["run", "--conf", "{bad json"], "CONF"),
     (["run", "--conf", '{"zipf_s": NaN}'], "CONF"),
+    (["run", "--conf", '{"workload": "eq5", "strategies": ["bi6"], "n_nodes": 8}'], "n_nodes"),
     (["run", "--conf", '{"zipf_s": Infinity}'], "CONF"),
     (["run", "--conf", '{"n_nodes": 4.0}'], "n_nodes"),
     (["run", "--conf", '{"n_batches": 2.0}'], "n_batches"),

@@ -119,6 +119,12 @@ def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
         validate_sweep_params({"grid": huge, "repetitions": 3})
     with pytest.raises(ValueError, match="test_slow_cell"):
         validate_sweep_params({"test_slow_cell": "topk · nope"})
+    # Bi6 on a grid N too small for 6 subgroups per group: named before any work, even
+    # when another N of the grid would do.
+    bi6 = {"workloads": ["eq5"], "strategies": ["hash", "bi6"], "zipf_s": [1], "n_nodes": [12, 8]}
+    with pytest.raises(ValueError, match="n_nodes: bi6 needs at least"):
+        validate_sweep_params({"grid": bi6})
+    assert validate_sweep_params({"grid": {**bi6, "n_nodes": [12, 16]}})
 
 
 def test_headline_figures_all_have_definitions():

@@ -12,7 +12,7 @@ from typing import Any
 from balancebench.generators import DATASET_PARAMS, GENERATORS
 from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
 from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
-from balancebench.strategies import STRATEGIES, strategy_param_name
+from balancebench.strategies import STRATEGIES, strategy_param_name, strategy_settings
 from balancebench.validation import VALIDATION_DEFAULTS
 from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
 
@@ -219,6 +219,7 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
     check_dataset(workload.name, params["dataset"], GENERATORS[params["dataset"]].kind)
     for name in params["strategies"]:
         check_strategy(workload.name, name, STRATEGIES[name].operators)
+        STRATEGIES[name].check_n_nodes(params["n_nodes"], strategy_settings(name, params))
     return params
 
 

@@ -195,8 +195,10 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
     slow = params["test_slow_cell"]
     if slow is not None and slow not in labels:
         raise ValueError(f"test_slow_cell: {slow!r} is not a cell; allowed: {sorted(labels)}")
-    for cell in found[:1]:
-        cell_params(params, cell)  # the shared Params, checked once with a real cell
+    # The shared Params with real cells: one per (workload, strategy, n_nodes), so a
+    # strategy that cannot take its shape on a grid's N (bi6 below 12) is named here.
+    for cell in {(c.workload, c.strategy, c.n_nodes): c for c in found}.values():
+        cell_params(params, cell)
     return params
 
 

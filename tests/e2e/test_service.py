@@ -89,6 +89,9 @@ def service(local_state):
         **os.environ,
         **{k: str(v) for k, v in ports.items()},
         "BALANCEBENCH_TIMED_CONCURRENCY": "2",
+        # Only the test's own triggers: a test running across 02:00 otherwise got the
+        # nightly schedule's run too (max_active_runs=1 then queued the test's sweep).
+        "BALANCEBENCH_NIGHTLY_CRON": "none",
     }
     script = [sys.executable, str(ROOT / "infra" / "service.py")]
     started = subprocess.run(

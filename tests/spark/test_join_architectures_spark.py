@@ -121,6 +121,8 @@ def test_engine_oracle_and_replication(spark, streams, workload, name, windowed)
     # windowed: the whole 4-node grid from the start, shaped by |R| : |S|.
     grows = name == "dynamic" and not windowed
     settings = {"initial_nodes": 1, "max_state_tuples_per_node": 100} if grows else {}
+    if name == "bi6":  # two one-node subgroups per group of 2 (6 would need 12 nodes)
+        settings = {"subgroups": 2}
     config = EngineConfig(
         get_workload(workload),
         n_nodes=N_NODES,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.params import EXPERIMENT_PARAMS
+from balancebench.params import EXPERIMENT_PARAMS, validate_params
 from balancebench.strategies import STRATEGIES, get_strategy
 from balancebench.strategies.join_architectures import (
     BiStream,
@@ -69,6 +69,8 @@ def test_every_pair_meets_exactly_once(name, operator, n_nodes):
     side, ids, keys = _stream(rng, 700, 40)
     width = 2 if operator == BAND_JOIN else 0
     extra = {"group_split": "proportional"} if name != "dynamic" and n_nodes % 2 else {}
+    if name == "bi6":  # the most subgroups the nodes hold (the paper's 6 from N = 12)
+        extra["subgroups"] = max(1, min(6, n_nodes // 2))
     strategy = get_strategy(name, n_nodes=n_nodes, **extra)
     first = FirstBatch.of(side[:200], keys[:200])
     layout = strategy.layout(n_nodes, first, operator)
@@ -201,12 +203,22 @@ def test_bi_groups_and_replication():
     assert (one.r_start, one.r_size, one.s_start, one.s_size, one.n_nodes) == (0, 1, 0, 1, 1)
 
 
-def test_bi6_subgroups_min_six_and_probe_sizes():
-    bi6 = get_strategy("bi6", n_nodes=8)
-    g = bi6.layout(8, FirstBatch(10, 10, 0, 99), EQUI_JOIN)
-    # 8 nodes = 4 per group: min(6, 4) = 4 subgroups of one node each
-    assert (g.r_subgroups, g.s_subgroups, g.key_rule) == (4, 4, "hash")
-    assert g.describe()["r_subgroups"] == 4
+def test_bi6_has_six_subgroups_per_group_or_is_refused():
+    bi6 = get_strategy("bi6", n_nodes=12)
+    g = bi6.layout(12, FirstBatch(10, 10, 0, 99), EQUI_JOIN)
+    assert (g.r_subgroups, g.s_subgroups, g.key_rule) == (6, 6, "hash")
+    assert g.offsets("R").tolist() == list(range(7))  # one node each
+    # Fewer nodes than 2 x 6 would mean fewer subgroups (at 8: a hash join): refused.
+    with pytest.raises(ValueError, match=r"n_nodes: bi6 needs at least .* = 12 nodes"):
+        bi6.layout(8, FirstBatch(10, 10, 0, 99), EQUI_JOIN)
+    params = {"workload": "eq5", "strategies": ["hash", "bi6"], "n_nodes": 8}
+    with pytest.raises(ValueError, match="n_nodes: bi6"):
+        validate_params(params)
+    assert validate_params({**params, "bi6_subgroups": 4})["n_nodes"] == 8
+    assert validate_params({**params, "n_nodes": 12})["bi6_subgroups"] == 6
+    # The proportional split keeps a node per subgroup in the small group.
+    p = get_strategy("bi6", group_split="proportional").layout(14, FirstBatch(10**6, 1), EQUI_JOIN)
+    assert (p.r_size, p.s_size, p.r_subgroups, p.s_subgroups) == (8, 6, 6, 6)
     big = bi6.layout(16, FirstBatch(10, 10, 0, 99), BAND_JOIN)
     assert (big.r_subgroups, big.s_subgroups, big.key_rule) == (6, 6, "range")
     assert big.offsets("R").tolist() == [0, 1, 2, 4, 5, 6, 8]

@@ -175,6 +175,13 @@ class Strategy(ABC):
             _check_n_nodes(n_nodes)
             self.routing = self.initial_router(n_nodes)
 
+    @classmethod
+    def check_n_nodes(cls, n_nodes: int, settings: dict[str, Any]) -> None:
+        """``ValueError`` naming ``n_nodes`` if the strategy cannot take its shape on
+        ``n_nodes`` nodes with these settings (checked at the door by the Params). Every
+        strategy but Bi6 takes any ``N >= 1``."""
+        return None
+
     def params(self) -> dict[str, object]:
         """The strategy's own parameters (logged to MLflow)."""
         return dict(self.settings)

@@ -47,9 +47,12 @@ BiStream's elastic growth (paper 000: one node per side at first, more as memory
 is not modelled: ``N`` is fixed. With ``N = 1`` both groups are node 0.
 
 **Bi6** (BiStream with 6 subgroups per group, paper 000 §5.1.5). Each group is divided into
-``min(subgroups, group size)`` contiguous subgroups of near-equal size (Param
-``subgroups``, default 6: with 8 nodes, 4 per group, there are only 4 subgroups of one
-node each; :meth:`Groups.describe` reports the counts actually used). The tuple's key
+``subgroups`` contiguous subgroups of near-equal size (Param ``subgroups``, default 6, the
+paper's), at least one node each, so Bi6 needs ``N >= 2 x subgroups`` (12 at the paper's
+6): a smaller ``N`` is refused at the door (:meth:`BiStream6.check_n_nodes`) rather than
+run with fewer subgroups, which at ``N = 8`` made four one-node subgroups per group, a
+hash-partitioned join under Bi6's name. The ``proportional`` split keeps at least
+``subgroups`` nodes in each group. The tuple's key
 picks the subgroup, storage is by the tuple-id hash inside the subgroup, and probes go to
 every node of the matching subgroup(s) of the other group:
 
@@ -390,20 +393,33 @@ class BiStream(_JoinArchitecture):
     def n_subgroups(self) -> int:
         return int(self.settings.get("subgroups", self.default_subgroups))
 
+    @classmethod
+    def check_n_nodes(cls, n_nodes: int, settings: dict[str, Any]) -> None:
+        k = int(settings.get("subgroups", cls.default_subgroups))
+        if k > 1 and n_nodes < 2 * k:
+            raise ValueError(
+                f"n_nodes: {cls.name} needs at least 2 x {cls.name}_subgroups = {2 * k} nodes "
+                f"(each of its R and S groups holds {k} subgroups of at least one node, "
+                f"paper 000 §5.1.5); got {n_nodes}. allowed: n_nodes >= {2 * k}, or "
+                f"{cls.name}_subgroups <= {max(1, n_nodes // 2)}"
+            )
+
     def layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Groups:
         split = str(self.settings["group_split"])
         if n_nodes == 1:
             r_size, s_start, s_size = 1, 0, 1
         else:
             total = first.r_tuples + first.s_tuples
+            k = self.n_subgroups()
             if split == "proportional" and total > 0:
                 r_size = int(np.floor(n_nodes * first.r_tuples / total + 0.5))
-                r_size = min(max(r_size, 1), n_nodes - 1)
+                r_size = min(max(r_size, k), n_nodes - k)  # every subgroup keeps a node
             else:
                 r_size = (n_nodes + 1) // 2
             s_start, s_size = r_size, n_nodes - r_size
         k = self.n_subgroups()
-        r_k, s_k = min(k, r_size), min(k, s_size)
+        self.check_n_nodes(n_nodes, self.settings)
+        r_k, s_k = min(k, r_size), min(k, s_size)  # both k except Bi on one node
         rule = "none"
         lo, span = 0, 1
         if max(r_k, s_k) > 1:
@@ -458,7 +474,7 @@ class BiStream(_JoinArchitecture):
 
 
 class BiStream6(BiStream):
-    """Paper 000's Bi6 baseline: BiStream with ``min(6, group size)`` subgroups per group,
+    """Paper 000's Bi6 baseline: BiStream with 6 subgroups per group (``N >= 12``),
     chosen by the key's hash (equi-join) or key range (band join); see the module
     docstring."""
 
@@ -472,7 +488,7 @@ class BiStream6(BiStream):
             "minimum": 1,
             "maximum": 1024,
             "default": 6,
-            "description": "Subgroups per group (paper 000: 6); a group with fewer nodes "
-            "has one subgroup per node.",
+            "description": "Subgroups per group (paper 000: 6); each holds at least one "
+            "node, so n_nodes must be at least twice this.",
         },
     }
