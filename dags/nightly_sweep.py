@@ -2,7 +2,10 @@
 ## nightly_sweep
 
 The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes`, each
-cell run `repetitions` times, compared with the cell's own history. Runs every night at
+cell run `repetitions` times, compared with the cell's own history. With the Param
+`figure` (3a, 3b, 6a, 6b, 8) it runs one of paper 000's experiments instead (its grid and
+Params fixed, scaled as `balancebench.paper000` states) and also draws the paper-style
+figure (on the parent run, under `figure/`). Runs every night at
 `BALANCEBENCH_NIGHTLY_CRON` (default 02:00; `plugins/dag_settings.py`), no catchup.
 Wiring only; every step is a function of `balancebench.pipeline`.
 
@@ -72,6 +75,8 @@ def nightly_sweep() -> None:
         result = pipeline.sweep_summarize_step(generated)
         print(result["summary"])
         print(f"report: {result['report']}")
+        if result["figure"]:
+            print(f"paper figure: {result['figure']}")
         if result["incomplete"]:
             raise AirflowFailException("sweep incomplete:\n" + "\n".join(result["incomplete"]))
         return result

@@ -96,6 +96,9 @@ CASES: list[tuple[list[str], str]] = [
     (["validate", "/no/such/dataset"], "dataset_dir"),
     (["report", "--parent", "0123456789abcdef"], "parent"),
     (["report", "--sweep", "0123456789abcdef"], "sweep"),
+    # balancebench figure (paper 000's experiments)
+    (["figure", "9z"], "figure"),
+    (["figure", "3a", "--conf", '{"repetitions": 0}'], "repetitions"),
 ]
 
 

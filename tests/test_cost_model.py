@@ -104,6 +104,7 @@ def test_throughput_delivered_capacity_and_sustainable_rate():
     # each batch ends 0.5 s after it closes; the last at 4.5; first arrival 0.0005
     assert run.throughput_tuples_per_s == pytest.approx(4000 / (4.5 - 0.0005))
     assert run.capacity_tuples_per_s == pytest.approx(4000 / 2.0)
+    assert run.charged_s_total == pytest.approx(4 * 0.5)  # the slower node of 4 batches
     # work 0.5 s per 1000 tuples and a 1 s interval: 2000 tuples/s keep the backlog flat
     assert run.sustainable_rate_tuples_per_s == pytest.approx(2000.0)
     # a plan time per batch does not scale with the rate: it eats the interval first

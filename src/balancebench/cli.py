@@ -35,6 +35,7 @@ from balancebench.schema import parse_json_object
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 console = Console()
 DAG_ID = "balance_experiment"
+SWEEP_DAG_ID = "nightly_sweep"
 _DEFAULTS = defaults()
 
 
@@ -138,6 +139,41 @@ def run(
         what = f"parent run {parent}" if parent else "no parent run was opened"
         console.print(
             f"[red]DAG run failed[/red] ({what}); first error: {escape(_first_error(log))}"
+        )
+        console.print(f"full log: {log}", markup=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+def figure(
+    key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b or 8"),
+    conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
+    spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
+) -> None:
+    """Run one of paper 000's experiments (``nightly_sweep`` with the Param ``figure``)
+    and print its summary, figure and report page."""
+    from balancebench.sweep import validate_sweep_params
+
+    try:
+        values = {**parse_json_object(conf, "CONF"), "figure": key}
+        params = validate_sweep_params(values)
+        if spark_master is not None:
+            check_spark_master(spark_master)
+    except ValueError as exc:
+        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    started_ms = int(time.time() * 1000)
+    code, log = _dags_test(SWEEP_DAG_ID, values, spark_master)
+    parent = tracking.parent_run_since(params["experiment"], SWEEP_DAG_ID, started_ms, "sweep")
+    shown = _sweep_report(parent) if parent else False
+    drawn = tracking._mlflow().get_run(parent).data.tags.get("figure_path") if parent else None
+    if drawn:
+        print(f"paper figure: {drawn} (table: {Path(drawn).with_suffix('.csv')})")
+    if code != 0 or not shown or not drawn:
+        what = f"sweep run {parent}" if parent else "no sweep run was opened"
+        console.print(
+            f"[red]figure {escape(key)} failed[/red] ({what}); first error: "
+            f"{escape(_first_error(log))}"
         )
         console.print(f"full log: {log}", markup=False)
         raise typer.Exit(1)

@@ -104,6 +104,7 @@ def summarize(
         "latency_p99_s": run.latency_s[99.0],
         "throughput_tuples_per_s": run.throughput_tuples_per_s,
         "capacity_tuples_per_s": run.capacity_tuples_per_s,
+        "charged_s_total": run.charged_s_total,
         "sustainable_rate_tuples_per_s": run.sustainable_rate_tuples_per_s,
         "backlog_s_max": float(run.schedule.queueing_s.max()),
         "nodes_used_max": float(nodes_used),

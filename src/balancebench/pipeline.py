@@ -306,7 +306,7 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         dag_id,
         run_id,
         ",".join(sorted({d["digest"] for d in datasets.values()})),
-        run_name=f"nightly sweep · {len(found)} cells x {p['repetitions']} ({run_id})",
+        run_name=f"{_sweep_name(p)} · {len(found)} cells x {p['repetitions']} ({run_id})",
         description=description,
         role="sweep",
     )
@@ -317,6 +317,12 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         "dag_id": dag_id,
         "run_id": run_id,
     }
+
+
+def _sweep_name(params: dict[str, Any]) -> str:
+    """``nightly sweep``, or the paper figure the sweep draws."""
+    figure = params.get("figure", "none")
+    return "nightly sweep" if figure == "none" else f"paper 000 Fig. {figure}"
 
 
 def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
@@ -436,6 +442,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     import pandas as pd
 
     from balancebench import regression
+    from balancebench.paper000 import FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
     from balancebench.report import text_summary, write_report
     from balancebench.sweep import cells, repetition_stats
@@ -463,7 +470,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
             "regressed": False,
         }
         metrics = {"repetitions_finished": float(len(done))}
-        for m in [*regression.TIMED, *regression.EXACT]:
+        for m in [*regression.TIMED, *regression.EXACT, *FIGURE_METRICS]:
             col = f"metrics.{m}"
             values = [float(v) for v in done[col].dropna()] if col in done else []
             if values:
@@ -500,7 +507,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         rows.append(row)
     table = pd.DataFrame(rows)
     ui = tracking.ui_url()
-    title = f"nightly sweep {generated['run_id']} (parent run {parent[:8]})"
+    title = f"{_sweep_name(p)} {generated['run_id']} (parent run {parent[:8]})"
     html_path = write_report(
         table,
         regressed,
@@ -519,6 +526,17 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     client.set_tag(parent, "regressions", str(len(regressed)))
     client.log_metric(parent, "regressed_figures", float(len(regressed)))
     client.log_metric(parent, "changed_exact_figures", float(len(changes)))
+    figure_path = None
+    if p["figure"] != "none" and not table.empty:
+        fig = get_figure(p["figure"])
+        caption = (
+            f"{fig.scale}; {p['repetitions']} repetitions, mean and bootstrap 95% CI; "
+            f"seed {p['seed']}; sweep run {parent[:8]}"
+        )
+        figure_path = draw_figure(table, fig, results_dir() / parent, caption)
+        client.log_artifact(parent, str(figure_path), "figure")
+        client.log_artifact(parent, str(figure_path.with_suffix(".csv")), "figure")
+        client.set_tag(parent, "figure_path", str(figure_path))
     status = "FAILED" if incomplete or table.empty else "FINISHED"
     tracking.end_run(parent, status, text)
     return {
@@ -526,6 +544,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         "changes": changes,
         "incomplete": incomplete,
         "report": str(html_path),
+        "figure": str(figure_path) if figure_path else None,
         "summary": text,
     }
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.params import EXPERIMENT_PARAMS, param_section, validate_params
 from balancebench.regression import TIMED
 from balancebench.schema import check_grid_size, check_values, spec_defaults
@@ -67,6 +68,17 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Grid",
         "description": "workloads x strategies x zipf_s x n_nodes; a strategy that cannot "
         "serve a workload's operator skips that workload's cells.",
+        "section": "Sweep",
+    },
+    "figure": {
+        "type": "string",
+        "enum": [NO_FIGURE, *FIGURES],
+        "default": NO_FIGURE,
+        "title": "Paper 000 figure",
+        "description": "none: the grid below. Otherwise one of paper 000's experiments "
+        "(3a, 3b: execution time; 6a, 6b: tuples per node; 8: TOPK throughput and latency): "
+        "the figure fixes the grid and its Params (balancebench.paper000 says which and how "
+        "they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
     },
     "repetitions": {
@@ -176,7 +188,10 @@ def cell_params(params: dict[str, Any], cell: Cell) -> dict[str, Any]:
 def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled in, every value checked; every grid axis must be served (a
     strategy with no workload it can serve is named), and the sweep has a size limit."""
-    params = check_values(SWEEP_PARAMS, values, what="sweep params")
+    figure = values.get("figure", NO_FIGURE)
+    if figure not in (None, NO_FIGURE):
+        get_figure(figure)  # an unknown figure is named before its preset is looked up
+    params = check_values(SWEEP_PARAMS, with_figure(values), what="sweep params")
     grid = params["grid"]
     sizes = {axis: len(grid[axis]) for axis in GRID_AXES}
     check_grid_size({**sizes, "repetitions": params["repetitions"]}, params["max_runs"], "max_runs")

@@ -257,15 +257,16 @@ def child_runs(parent_run_id: str) -> Any:
 
 
 def latest_parent_run(
-    experiment: str, dag_id: str | None = None, started_ms: int = 0
+    experiment: str, dag_id: str | None = None, started_ms: int = 0, role: str = "parent"
 ) -> Any | None:
     """The newest parent run (an ``mlflow.search_runs`` row) of the experiment, of
-    ``dag_id`` if given, opened at or after ``started_ms``; None if there is none."""
+    ``dag_id`` if given, opened at or after ``started_ms``; None if there is none.
+    ``role`` ``sweep``: a nightly_sweep's parent."""
     mlflow = _mlflow()
     exp = mlflow.get_experiment_by_name(experiment)
     if exp is None:
         return None
-    where = [f"tags.`{ROLE_TAG}` = 'parent'", f"attributes.start_time >= {int(started_ms)}"]
+    where = [f"tags.`{ROLE_TAG}` = '{role}'", f"attributes.start_time >= {int(started_ms)}"]
     if dag_id is not None:
         where.append(f"tags.`airflow.dag_id` = '{dag_id}'")
     runs = mlflow.search_runs(
@@ -277,9 +278,11 @@ def latest_parent_run(
     return None if runs.empty else runs.iloc[0]
 
 
-def parent_run_since(experiment: str, dag_id: str, started_ms: int) -> str | None:
+def parent_run_since(
+    experiment: str, dag_id: str, started_ms: int, role: str = "parent"
+) -> str | None:
     """Id of the parent run of ``dag_id`` that a command starting at ``started_ms`` opened."""
-    run = latest_parent_run(experiment, dag_id, started_ms)
+    run = latest_parent_run(experiment, dag_id, started_ms, role)
     return None if run is None else str(run["run_id"])
 
 

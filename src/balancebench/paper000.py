@@ -1,0 +1,203 @@
+"""Paper 000's experiments (§5), one figure each, as presets of the nightly sweep.
+
+A figure is a sweep (grid x repetitions, every batch of every run checked by the oracle)
+whose grid and some Params are fixed to the paper's experiment, scaled to this machine
+(``PaperFigure.scale`` says how), and the paper-style figure drawn from the sweep's
+per-cell means and bootstrap 95% CIs. One trigger per figure: ``nightly_sweep`` with the
+Param ``figure`` (Airflow UI or REST), ``balancebench figure 3a`` (CLI), or
+``make paper-figures`` for all of them (copied into ``docs/figures/``).
+
+A figure fixes its grid and the Params it lists; every other Param (``repetitions``,
+``seed``, ``n_tuples`` of the TOPK stream, ...) comes from the trigger as usual.
+
+Not here yet (issue 14): Figs. 4 and 5 need memory-driven scale-out (nodes joining a
+running job when state exceeds a node's capacity), which the engine does not do, and
+Fig. 7 varies the tolerance, which is not a sweep axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pandas as pd
+
+#: The Param value that means "no figure: the grid as given".
+NO_FIGURE: Final[str] = "none"
+#: MLflow experiment of the figure sweeps (their history stays apart from the nightly's).
+FIGURE_EXPERIMENT: Final[str] = "balancebench-paper-000"
+
+#: Paper 000's join competitors (§5.1.5) and the reference every reader asks for.
+_JOINS = ["hash", "qmmp", "mnrt", "dynamic", "bi", "bi6"]
+#: Bi6 has 6 subgroups of at least one node per group: 12 nodes for every join figure.
+_JOIN_NODES = [12]
+_SKEWS = [0.4, 0.8, 1.2, 1.5]
+_TPCH = {"tpch_scale_factor": 0.02, "n_batches": 4, "experiment": FIGURE_EXPERIMENT}
+_TPCH_SCALE = (
+    "TPC-H SF 0.02 (about 120k Lineitem rows; the paper loads 12 GB), 4 micro-batches, "
+    "12 nodes as Spark partitions on 2 cores (Bi6 needs 12), every batch checked by the oracle"
+)
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    key: str
+    title: str
+    #: What the paper shows and says (translated; its numbers where the text gives them).
+    claim: str
+    grid: dict[str, list[Any]]
+    #: Params the figure fixes (the rest come from the trigger).
+    params: dict[str, Any]
+    #: Y axes (run metrics summarised over repetitions), one panel each.
+    metrics: tuple[str, ...]
+    scale: str
+    #: Strategies drawn for reference only (not in the paper's figure).
+    reference: tuple[str, ...] = field(default=("hash",))
+
+
+FIGURES: Final[dict[str, PaperFigure]] = {
+    "3a": PaperFigure(
+        "3a",
+        "Fig. 3(a): EQ5, execution time against skew (full history)",
+        "MNRT and QMMP fastest at low skew (key placement cuts broadcast); QMMP's splits "
+        "grow with skew and so does its time; Bi6 slows at z = 1.5 (hot keys fill their "
+        "subgroup); Bi (full broadcast) slowest; Dynamic flat in skew.",
+        {"workloads": ["eq5"], "strategies": _JOINS, "zipf_s": _SKEWS, "n_nodes": _JOIN_NODES},
+        {**_TPCH, "window_s": 0.0},
+        ("charged_s_total",),
+        _TPCH_SCALE,
+    ),
+    "3b": PaperFigure(
+        "3b",
+        "Fig. 3(b): B_NCI band join, execution time against skew (full history)",
+        "As Fig. 3(a), more marked: QMMP's key splits raise the band join's broadcast; "
+        "Dynamic unaffected by the predicate or the skew.",
+        {"workloads": ["band"], "strategies": _JOINS, "zipf_s": _SKEWS, "n_nodes": _JOIN_NODES},
+        {**_TPCH, "window_s": 0.0},
+        ("charged_s_total",),
+        _TPCH_SCALE,
+    ),
+    "6a": PaperFigure(
+        "6a",
+        "Fig. 6(a): EQ5, tuples received per node against skew (windowed)",
+        "Dynamic's per-node input is flat in skew (random in both dimensions) but it uses "
+        "more nodes; MNRT routes with direction (fewest tuples per node); QMMP's splits "
+        "add broadcast; Bi6 good at low skew, worse as its subgroups' broadcast grows "
+        "(at z = 1 the largest key is half the data); Bi receives the same everywhere.",
+        {"workloads": ["eq5"], "strategies": _JOINS, "zipf_s": _SKEWS, "n_nodes": _JOIN_NODES},
+        {**_TPCH, "window_s": 1.0},
+        ("avg_received_tuples_per_node_total",),
+        _TPCH_SCALE + "; window 1 s of event time",
+    ),
+    "6b": PaperFigure(
+        "6b",
+        "Fig. 6(b): B_NCI, tuples received per node against skew (windowed)",
+        "As Fig. 6(a); Bi6's subgroup broadcast is most visible on the band join.",
+        {"workloads": ["band"], "strategies": _JOINS, "zipf_s": _SKEWS, "n_nodes": _JOIN_NODES},
+        {**_TPCH, "window_s": 1.0},
+        ("avg_received_tuples_per_node_total",),
+        _TPCH_SCALE + "; window 1 s of event time",
+    ),
+    "8": PaperFigure(
+        "8",
+        "Fig. 8: TOPK, throughput and latency against skew (tolerance 0.05)",
+        "The periodic merge of split keys' partial counts costs most where keys are split "
+        "most (QMMP), lowering throughput; Readj's plan time at a strict tolerance hurts "
+        "its overall performance.",
+        {
+            "workloads": ["topk"],
+            "strategies": ["hash", "qmmp", "mnrt", "readj", "pkg"],
+            "zipf_s": _SKEWS,
+            "n_nodes": [8],
+        },
+        {"tolerance": 0.05, "experiment": FIGURE_EXPERIMENT},
+        ("throughput_tuples_per_s", "capacity_tuples_per_s", "latency_p99_s"),
+        "topic stream of the trigger's n_tuples (sweep default 1M; the paper: 10 GB of Weibo "
+        "posts), 8 nodes on 2 cores, window 1 s",
+    ),
+}
+
+#: Run metrics the figures plot that the sweep summarises besides its headline figures.
+FIGURE_METRICS: Final[tuple[str, ...]] = tuple(
+    sorted({m for f in FIGURES.values() for m in f.metrics})
+)
+
+_UNITS = {
+    "charged_s_total": "processing time (s, everything charged)",
+    "avg_received_tuples_per_node_total": "tuples received per node",
+    "throughput_tuples_per_s": "delivered throughput (tuples/s)",
+    "capacity_tuples_per_s": "capacity (tuples/s)",
+    "latency_p99_s": "latency p99 (s)",
+}
+
+
+def get_figure(key: str) -> PaperFigure:
+    if key not in FIGURES:
+        raise ValueError(f"figure: unknown {key!r}; allowed values: {[NO_FIGURE, *FIGURES]}")
+    return FIGURES[key]
+
+
+def with_figure(values: dict[str, Any]) -> dict[str, Any]:
+    """Sweep Params with the figure's grid and Params in place (unchanged without one)."""
+    key = values.get("figure", NO_FIGURE)
+    if key in (None, NO_FIGURE):
+        return dict(values)
+    fig = get_figure(key)
+    return {**values, "grid": {k: list(v) for k, v in fig.grid.items()}, **fig.params}
+
+
+def figure_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
+    """One row per (strategy, zipf_s): each plotted metric's mean and bootstrap 95% CI
+    over the repetitions, and how many finished."""
+    cols = ["strategy", "zipf_s", "n_nodes", "repetitions_finished"]
+    for m in fig.metrics:
+        cols += [f"{m}_mean", f"{m}_ci95_lo", f"{m}_ci95_hi"]
+    present = [c for c in cols if c in cells]
+    return cells[present].sort_values(["strategy", "zipf_s"]).reset_index(drop=True)
+
+
+def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: str) -> Path:
+    """The paper-style figure (PNG) and its table (CSV) in ``out_dir``; returns the PNG.
+
+    One panel per metric, skew on x, one line per strategy in its fixed colour with the
+    CI as error bars; reference strategies (not in the paper's figure) dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from balancebench.compare import strategy_color, strategy_order
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = figure_table(cells, fig)
+    stem = f"paper000-fig{fig.key}"
+    table.to_csv(out_dir / f"{stem}.csv", index=False)
+    n = len(fig.metrics)
+    plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
+    for ax, metric in zip(axes.flat, fig.metrics, strict=True):
+        mean, lo, hi = f"{metric}_mean", f"{metric}_ci95_lo", f"{metric}_ci95_hi"
+        for strategy in strategy_order(table["strategy"].unique().tolist()):
+            part = table[table["strategy"] == strategy].dropna(subset=[mean])
+            if part.empty:
+                continue
+            ax.errorbar(
+                part["zipf_s"],
+                part[mean],
+                yerr=[part[mean] - part[lo], part[hi] - part[mean]],
+                marker="o",
+                capsize=3,
+                color=strategy_color(strategy),
+                linestyle="--" if strategy in fig.reference else "-",
+                label=f"{strategy} (reference)" if strategy in fig.reference else strategy,
+            )
+        ax.set_xlabel("Zipf skew z")
+        ax.set_ylabel(_UNITS.get(metric, metric))
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    plot.suptitle(f"{fig.title}\n{caption}", fontsize=9)
+    plot.tight_layout()
+    path = out_dir / f"{stem}.png"
+    plot.savefig(path, dpi=110)
+    plt.close(plot)
+    return path
