@@ -1,12 +1,16 @@
-"""The papers' experiments under the models, run through the ``model_experiment`` DAG.
+"""The papers' experiments: paper 000's through the ``nightly_sweep`` DAG (Param
+``figure``), papers 001-004's under the models through the ``model_experiment`` DAG.
 
-    uv run python benchmarks/paper_figures.py              # all; about 15 min here
+    uv run python benchmarks/paper_figures.py              # all (paper 000: hours)
     uv run python benchmarks/paper_figures.py --only backpressure_volume
+    uv run python benchmarks/paper_figures.py --only 000-3a --repetitions 2
 
-Each experiment is one ``balancebench run-model --conf ...`` (a real ``airflow dags test``
-run: dataset, GX validation, a Spark sweep, MLflow); its figure and summary table are
-copied to ``docs/figures/<experiment>.png`` / ``.csv`` (the README shows them). The CONF of
-each experiment is below, so any figure can be re-made by hand.
+Each paper 000 figure is one ``balancebench figure <key>`` (a real ``airflow dags test``
+of the sweep: datasets, GX validation, one spark-submit per cell and repetition, every
+batch checked by the oracle, MLflow); each model experiment one ``balancebench run-model
+--conf ...``. The figure and its table are copied to ``docs/figures/`` (the README shows
+them). The CONF of each model experiment is below, and ``balancebench.paper000`` holds
+the paper 000 presets, so any figure can be re-made by hand.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from balancebench import tracking
+from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES
 from balancebench.paths import results_dir
+from balancebench.schema import positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures"
@@ -73,13 +80,40 @@ EXPERIMENTS: dict[str, dict] = {
 }
 
 
+PAPER_000 = [f"000-{key}" for key in FIGURES]
+
+
+def paper_000_figure(cli: Path, name: str, repetitions: int) -> None:
+    key = name.removeprefix("000-")
+    conf = json.dumps({"repetitions": repetitions})
+    print(f"== paper 000 Fig. {key}: {FIGURES[key].title} ({repetitions} repetitions)", flush=True)
+    started_ms = int(time.time() * 1000)
+    done = subprocess.run([str(cli), "figure", key, "--conf", conf], cwd=ROOT)
+    sweep = tracking.latest_parent_run(FIGURE_EXPERIMENT, "nightly_sweep", started_ms, "sweep")
+    drawn = None if sweep is None else sweep.get("tags.figure_path")
+    if done.returncode != 0 or not isinstance(drawn, str):
+        print(f"   FAILED ({done.returncode})", flush=True)
+        return
+    png = Path(drawn)
+    shutil.copy(png, OUT / png.name)
+    shutil.copy(png.with_suffix(".csv"), OUT / png.with_suffix(".csv").name)
+    print(f"   -> {OUT / png.name}, .csv", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
+    choices = [*PAPER_000, *EXPERIMENTS]
+    parser.add_argument("--only", nargs="*", default=choices, choices=choices)
+    parser.add_argument(
+        "--repetitions", type=positive_int, default=3, help="per cell of a paper 000 figure"
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     cli = Path(sys.executable).parent / "balancebench"
     for name in args.only:
+        if name in PAPER_000:
+            paper_000_figure(cli, name, args.repetitions)
+            continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
         print(f"== {name}: {json.dumps(conf)}", flush=True)
         done = subprocess.run([str(cli), "run-model", "--conf", json.dumps(conf)], cwd=ROOT)

@@ -64,3 +64,18 @@ def test_the_figure_and_its_table_hold_every_cell(tmp_path):
     assert table["zipf_s"].tolist() == [0.4, 1.5] * 3
     assert "latency_p50_s_mean" not in table
     assert table.loc[table["strategy"] == "mnrt", "charged_s_total_mean"].tolist() == [30.4, 31.5]
+
+
+def test_the_tolerance_figure_varies_the_tolerance_per_cell():
+    params = validate_sweep_params({"figure": "7", "tolerance": 0.3})
+    found = cells(params["grid"])
+    assert sorted({c.tolerance for c in found}) == [0.02, 0.05, 0.1, 0.2, 0.4]
+    assert {c.strategy for c in found} == {"qmmp", "mnrt", "readj"}
+    assert found[0].label.endswith(f"· tol={found[0].tolerance:g}")
+    # each cell runs at its own tolerance, not the trigger's 0.3
+    from balancebench.sweep import cell_params
+
+    assert {cell_params(params, c)["tolerance"] for c in found} == {0.02, 0.05, 0.1, 0.2, 0.4}
+    # without the axis, no cell carries one and the labels are unchanged
+    plain = cells(validate_sweep_params({})["grid"])
+    assert all(c.tolerance is None and "tol=" not in c.label for c in plain)

@@ -146,7 +146,7 @@ def run(
 
 @app.command()
 def figure(
-    key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b or 8"),
+    key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b, 7 or 8"),
     conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:

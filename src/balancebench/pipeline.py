@@ -326,7 +326,8 @@ def _sweep_name(params: dict[str, Any]) -> str:
 
 
 def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
-    return [f"{axis} {grid[axis]}" for axis in ("workloads", "strategies", "zipf_s", "n_nodes")]
+    axes = ("workloads", "strategies", "zipf_s", "n_nodes", "tolerance")
+    return [f"{axis} {grid[axis]}" for axis in axes if axis in grid]
 
 
 def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
@@ -465,6 +466,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
             "strategy": cell.strategy,
             "zipf_s": cell.zipf_s,
             "n_nodes": cell.n_nodes,
+            "tolerance": p["tolerance"] if cell.tolerance is None else cell.tolerance,
             "run_id": run_id,
             "repetitions_finished": float(len(done)),
             "regressed": False,

@@ -56,6 +56,12 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
                 "minItems": 1,
                 "uniqueItems": True,
             },
+            "tolerance": {
+                "type": "array",
+                "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
         },
         "required": list(GRID_AXES),
         "additionalProperties": False,
@@ -66,8 +72,9 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
             "n_nodes": [8],
         },
         "title": "Grid",
-        "description": "workloads x strategies x zipf_s x n_nodes; a strategy that cannot "
-        "serve a workload's operator skips that workload's cells.",
+        "description": "workloads x strategies x zipf_s x n_nodes (x tolerance, optional: "
+        "without it every cell uses the Param tolerance); a strategy that cannot serve a "
+        "workload's operator skips that workload's cells.",
         "section": "Sweep",
     },
     "figure": {
@@ -76,7 +83,8 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "default": NO_FIGURE,
         "title": "Paper 000 figure",
         "description": "none: the grid below. Otherwise one of paper 000's experiments "
-        "(3a, 3b: execution time; 6a, 6b: tuples per node; 8: TOPK throughput and latency): "
+        "(3a, 3b: execution time; 6a, 6b: tuples per node; 7: plan time against the "
+        "tolerance; 8: TOPK throughput and latency): "
         "the figure fixes the grid and its Params (balancebench.paper000 says which and how "
         "they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
@@ -153,11 +161,14 @@ class Cell:
     strategy: str
     zipf_s: float
     n_nodes: int
+    #: Set when the grid varies the tolerance (else the Param applies).
+    tolerance: float | None = None
 
     @property
     def label(self) -> str:
         """What varies, as MLflow run names show it."""
-        return f"{self.workload} · {self.strategy} · s={self.zipf_s:g} · N={self.n_nodes}"
+        label = f"{self.workload} · {self.strategy} · s={self.zipf_s:g} · N={self.n_nodes}"
+        return label if self.tolerance is None else f"{label} · tol={self.tolerance:g}"
 
 
 def cells(grid: dict[str, list[Any]]) -> list[Cell]:
@@ -165,9 +176,11 @@ def cells(grid: dict[str, list[Any]]) -> list[Cell]:
     operator the strategy cannot serve is left out."""
     order = [s for s in STRATEGIES if s in grid["strategies"]]
     out = []
-    for w, s, z, n in product(grid["workloads"], order, grid["zipf_s"], grid["n_nodes"]):
+    tolerances = grid.get("tolerance") or [None]
+    axes = product(grid["workloads"], order, grid["zipf_s"], grid["n_nodes"], tolerances)
+    for w, s, z, n, tol in axes:
         if get_workload(w).operator in STRATEGIES[s].operators:
-            out.append(Cell(w, s, float(z), int(n)))
+            out.append(Cell(w, s, float(z), int(n), None if tol is None else float(tol)))
     return out
 
 
@@ -181,6 +194,7 @@ def cell_params(params: dict[str, Any], cell: Cell) -> dict[str, Any]:
             "strategies": [cell.strategy],
             "zipf_s": cell.zipf_s,
             "n_nodes": cell.n_nodes,
+            **({} if cell.tolerance is None else {"tolerance": cell.tolerance}),
         }
     )
 
@@ -193,7 +207,7 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
         get_figure(figure)  # an unknown figure is named before its preset is looked up
     params = check_values(SWEEP_PARAMS, with_figure(values), what="sweep params")
     grid = params["grid"]
-    sizes = {axis: len(grid[axis]) for axis in GRID_AXES}
+    sizes = {axis: len(grid[axis]) for axis in (*GRID_AXES, "tolerance") if axis in grid}
     check_grid_size({**sizes, "repetitions": params["repetitions"]}, params["max_runs"], "max_runs")
     found = cells(grid)
     served = {c.strategy for c in found}
