@@ -17,7 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -122,14 +124,13 @@ def run(
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:
     """Run the DAG once with ``airflow dags test`` and print the comparison."""
-    try:
+
+    def check() -> dict:
         params = validate_params(parse_json_object(conf, "CONF"))
         check_inputs(params)
-        if spark_master is not None:
-            check_spark_master(spark_master)
-    except ValueError as exc:
-        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        return params
+
+    params = _at_the_door(check, spark_master)
     started_ms = int(time.time() * 1000)
     code, log = _dags_test(DAG_ID, params, spark_master)
     # The parent run this command opened: never another (older) run's table.
@@ -137,11 +138,26 @@ def run(
     shown = report(experiment=params["experiment"], parent=parent) if parent else False
     if code != 0 or not shown:
         what = f"parent run {parent}" if parent else "no parent run was opened"
-        console.print(
-            f"[red]DAG run failed[/red] ({what}); first error: {escape(_first_error(log))}"
-        )
-        console.print(f"full log: {log}", markup=False)
-        raise typer.Exit(1)
+        _failed("DAG run failed", what, log)
+
+
+def _at_the_door(check: Callable[[], dict], spark_master: str | None) -> dict:
+    """``check()`` (the Params) and the master URL: a bad one exits 2 before any work."""
+    try:
+        params = check()
+        if spark_master is not None:
+            check_spark_master(spark_master)
+    except ValueError as exc:
+        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    return params
+
+
+def _failed(headline: str, what: str, log: Path) -> NoReturn:
+    """The run this command started failed: say which, its first error and the log."""
+    console.print(f"[red]{headline}[/red] ({what}); first error: {escape(_first_error(log))}")
+    console.print(f"full log: {log}", markup=False)
+    raise typer.Exit(1)
 
 
 @app.command()
@@ -154,14 +170,8 @@ def figure(
     and print its summary, figure and report page."""
     from balancebench.sweep import validate_sweep_params
 
-    try:
-        values = {**parse_json_object(conf, "CONF"), "figure": key}
-        params = validate_sweep_params(values)
-        if spark_master is not None:
-            check_spark_master(spark_master)
-    except ValueError as exc:
-        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+    values = _at_the_door(lambda: {**parse_json_object(conf, "CONF"), "figure": key}, None)
+    params = _at_the_door(lambda: validate_sweep_params(values), spark_master)
     started_ms = int(time.time() * 1000)
     code, log = _dags_test(SWEEP_DAG_ID, values, spark_master)
     parent = tracking.parent_run_since(params["experiment"], SWEEP_DAG_ID, started_ms, "sweep")
@@ -171,12 +181,7 @@ def figure(
         print(f"paper figure: {drawn} (table: {Path(drawn).with_suffix('.csv')})")
     if code != 0 or not shown or not drawn:
         what = f"sweep run {parent}" if parent else "no sweep run was opened"
-        console.print(
-            f"[red]figure {escape(key)} failed[/red] ({what}); first error: "
-            f"{escape(_first_error(log))}"
-        )
-        console.print(f"full log: {log}", markup=False)
-        raise typer.Exit(1)
+        _failed(f"figure {escape(key)} failed", what, log)
 
 
 def _first_error(log: Path) -> str:
@@ -380,22 +385,14 @@ def run_model(
     """Run the ``model_experiment`` DAG once with ``airflow dags test``; print the summary."""
     from balancebench.models.sweep import validate_model_params
 
-    try:
-        params = validate_model_params(parse_json_object(conf, "CONF"))
-        if spark_master is not None:
-            check_spark_master(spark_master)
-    except ValueError as exc:
-        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+    params = _at_the_door(
+        lambda: validate_model_params(parse_json_object(conf, "CONF")), spark_master
+    )
     started_ms = int(time.time() * 1000)
     code, log = _dags_test("model_experiment", params, spark_master)
     parent = tracking.parent_run_since(params["experiment"], "model_experiment", started_ms)
     if parent is None:
-        console.print(
-            f"[red]no parent run was opened[/red]; first error: {escape(_first_error(log))}"
-        )
-        console.print(f"full log: {log}", markup=False)
-        raise typer.Exit(1)
+        _failed("DAG run failed", "no parent run was opened", log)
     status = tracking._mlflow().get_run(parent).info.status
     summary = results_dir() / parent / "model_summary.csv"
     if summary.exists():
