@@ -16,6 +16,7 @@ running job when state exceeds a node's capacity), which the engine does not do.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -218,7 +219,8 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
         ax.set_ylabel(_UNITS.get(metric, metric))
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
-    plot.suptitle(f"{fig.title}\n{caption}", fontsize=9)
+    wrapped = "\n".join(textwrap.wrap(caption, int(13 * 5.2 * n)))  # fits the figure width
+    plot.suptitle(f"{fig.title}\n{wrapped}", fontsize=9)
     plot.tight_layout()
     path = out_dir / f"{stem}.png"
     plot.savefig(path, dpi=110)
