@@ -166,8 +166,6 @@ def main() -> None:
                 continue
             args.strategies.append(name)
     try:  # every cell checked before any work: the message names the Param
-        for workload in args.workloads:
-            get_workload(workload)
         cells = {(w, s): cell_params(w, s, args) for w in args.workloads for s in args.skews}
     except ValueError as exc:
         parser.error(str(exc))

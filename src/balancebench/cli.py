@@ -170,10 +170,12 @@ def figure(
     and print its summary, figure and report page."""
     from balancebench.sweep import validate_sweep_params
 
-    values = _at_the_door(lambda: {**parse_json_object(conf, "CONF"), "figure": key}, None)
-    params = _at_the_door(lambda: validate_sweep_params(values), spark_master)
+    params = _at_the_door(
+        lambda: validate_sweep_params({**parse_json_object(conf, "CONF"), "figure": key}),
+        spark_master,
+    )
     started_ms = int(time.time() * 1000)
-    code, log = _dags_test(SWEEP_DAG_ID, values, spark_master)
+    code, log = _dags_test(SWEEP_DAG_ID, params, spark_master)
     parent = tracking.parent_run_since(params["experiment"], SWEEP_DAG_ID, started_ms, "sweep")
     shown = _sweep_report(parent) if parent else False
     drawn = tracking._mlflow().get_run(parent).data.tags.get("figure_path") if parent else None
