@@ -215,6 +215,28 @@ def test_mnrt_two_stream_rule_sends_the_small_side_not_the_probes(spark, eq5_in_
     assert sum(b.received_tuples for b in on[1:]) < sum(b.received_tuples for b in off[1:])
 
 
+def test_a_repeated_run_reuses_its_generated_code(spark, eq5_in_4):
+    # Given mnrt on eq5 in 4 batches (routing, joins, merges, migrations, the oracle:
+    # more generated classes than Spark's default cache of 100 holds)
+    df, interval = eq5_in_4
+    cfg = config("eq5", interval, n_batches=4)
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME
+
+    def compilations() -> int:
+        strategy = get_strategy("mnrt", n_nodes=N_NODES)
+        before = compiled().getCount()
+        Engine(spark, df, cfg, make_router(strategy, N_NODES, 0.01), "mnrt").run()
+        return compiled().getCount() - before
+
+    first = compilations()
+    # When the same run repeats, Then its classes come from the cache: a cache that
+    # evicts a batch's classes before they recur compiles nearly all of them again
+    # (and the node stages' first tasks run them interpreted)
+    again = compilations()
+    assert first > 100
+    assert again <= first // 10
+
+
 def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):
     df, interval = streams["topk"]
     real = Engine._aggregate
