@@ -135,7 +135,7 @@ def run(
     code, log = _dags_test(DAG_ID, params, spark_master)
     # The parent run this command opened: never another (older) run's table.
     parent = tracking.parent_run_since(params["experiment"], DAG_ID, started_ms)
-    shown = report(experiment=params["experiment"], parent=parent) if parent else False
+    shown = _run_report(params["experiment"], parent) if parent else False
     if code != 0 or not shown:
         what = f"parent run {parent}" if parent else "no parent run was opened"
         _failed("DAG run failed", what, log)
@@ -229,6 +229,14 @@ def report(
     """Print the comparison table of a DAG run and where its results are."""
     if sweep is not None:
         return _sweep_report(sweep)
+    return _run_report(experiment, parent)
+
+
+def _run_report(experiment: str, parent: str | None) -> bool:
+    """The comparison table of a ``balance_experiment`` parent run (default: the latest)
+    and where its results are; whether the run finished with a table. A plain function:
+    calling the ``report`` command from Python would pass typer's option objects for
+    every argument left out."""
     if parent is None:
         latest = tracking.latest_parent_run(experiment)
         if latest is None:

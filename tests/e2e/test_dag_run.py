@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,7 +15,7 @@ from balancebench.generators import generate, generator_params
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.params import applicable_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
-from tests.e2e.conftest import TINY
+from tests.e2e.conftest import BIN, ROOT, TINY
 
 pytestmark = pytest.mark.slow
 
@@ -64,9 +66,18 @@ def _parents(experiment: str):
 
 
 def test_dag_run_logs_one_child_per_strategy(airflow_cli):
+    # `balancebench run` is what `make run` calls: the DAG run and the table it prints.
     conf = {**TINY, "experiment": "e2e"}
-    done = airflow_cli("dags", "test", "balance_experiment", "-c", json.dumps(conf))
+    done = subprocess.run(
+        [str(BIN / "balancebench"), "run", "--conf", json.dumps(conf)],
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    assert "results:" in done.stdout and "latency_p50_s" in done.stdout, done.stdout[-3000:]
     parents = _parents("e2e")
     assert len(parents) == 1
     parent = parents.iloc[0]
