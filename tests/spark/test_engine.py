@@ -228,13 +228,14 @@ def test_a_repeated_run_reuses_its_generated_code(spark, eq5_in_4):
         Engine(spark, df, cfg, make_router(strategy, N_NODES, 0.01), "mnrt").run()
         return compiled().getCount() - before
 
-    first = compilations()
+    compilations()  # whatever earlier tests left in the cache
     # When the same run repeats, Then its classes come from the cache: a cache that
-    # evicts a batch's classes before they recur compiles nearly all of them again
-    # (and the node stages' first tasks run them interpreted)
+    # evicts a batch's classes before they recur compiles nearly all of them again and
+    # the node stages' first tasks run them interpreted (measured at Spark's default of
+    # 100 entries: 308 compilations for the repeated run)
     again = compilations()
-    assert first > 100
-    assert again <= first // 10
+    print(f"compilations of the repeated run: {again}")
+    assert again <= 30
 
 
 def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):
