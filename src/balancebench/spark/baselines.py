@@ -617,7 +617,7 @@ class _BatchQueries(_Baseline):
         checkpointed (``keep``); its rows per partition from the job's task metrics, and
         the job's measured work."""
         group = self.group(b, "ingest")
-        rows = self.arrived(b).select(*COLUMNS)
+        rows = self.stream.where(F.col("batch") == b).select(*COLUMNS)
         piece = self.keep(rows.repartition(self.n))
         sizes = np.zeros(self.n, dtype=np.int64)
         for job in self.sc.statusTracker().getJobIdsForGroup(group):

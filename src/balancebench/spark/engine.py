@@ -243,7 +243,7 @@ class Engine(MicroBatchLoop):
     # ---- one batch ----------------------------------------------------------------------
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         cfg = self.config
-        batch = self.arrived(b).select(*BATCH_COLUMNS)
+        batch = self.stream.where(F.col("batch") == b).select(*BATCH_COLUMNS)
         ctx = RouteContext(
             self.spark,
             cfg.workload.operator,

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from balancebench.loads import imbalance
 from balancebench.metrics import BatchCosts
@@ -197,7 +196,6 @@ class MicroBatchLoop(ABC):
         self.harness_hook = harness_hook
         self.n = config.n_nodes
         self.reader = TaskMetricsReader(self.sc)
-        self._arrivals: dict[int, DataFrame] = {}
         #: Senders of the routing stage: the input partitions of the replayed stream.
         self.senders = max(1, stream.rdd.getNumPartitions())
         rows = stream.groupBy("batch", "side").count().collect()
@@ -251,35 +249,13 @@ class MicroBatchLoop(ABC):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def arrived(self, b: int) -> DataFrame:
-        """Batch ``b``'s tuples at their senders (partition = sender), cut from the stream
-        before the first batch in a job group no cost reads: the source's work, not the
-        strategy's. Not ``stream.where(batch == b)`` in the batch's own jobs: Spark writes
-        the literal ``b`` into the routing stage's generated code, so every batch compiled
-        a new class and the stage's first tasks ran it in the JVM's interpreter (measured
-        on eq5, ``hash``: the first two of 8 sender tasks 1.5-2.5x the others' CPU)."""
-        return self._arrivals[b]
-
-    def _cut_batches(self) -> None:
-        self.sc.setJobGroup(f"balancebench-{self.name}-arrive-{time.time_ns()}", "cut batches")
-        self._arrivals = {}
-        for b in range(self.config.n_batches):
-            rows = self.stream.where(F.col("batch") == b).persist()
-            rows.write.format("noop").mode("overwrite").save()
-            self._arrivals[b] = rows
-
     def run(self) -> list[BatchResult]:
         with session_conf(self.spark, self.conf()), self._checkpoint_folder():
-            self._cut_batches()
             self.start()
             try:
                 return [self._one(b) for b in range(self.config.n_batches)]
             finally:
                 self.close()
-                # Released after the run: a batch's routed rows (cached, a join's stored
-                # piece) may be recomputed from them while the run lasts.
-                for rows in self._arrivals.values():
-                    rows.unpersist()
 
     def _one(self, b: int) -> BatchResult:
         clock = PhaseClock(self.harness_hook)
