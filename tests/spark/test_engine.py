@@ -215,29 +215,6 @@ def test_mnrt_two_stream_rule_sends_the_small_side_not_the_probes(spark, eq5_in_
     assert sum(b.received_tuples for b in on[1:]) < sum(b.received_tuples for b in off[1:])
 
 
-def test_a_repeated_run_reuses_its_generated_code(spark, eq5_in_4):
-    # Given mnrt on eq5 in 4 batches (routing, joins, merges, migrations, the oracle:
-    # more generated classes than Spark's default cache of 100 holds)
-    df, interval = eq5_in_4
-    cfg = config("eq5", interval, n_batches=4)
-    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME
-
-    def compilations() -> int:
-        strategy = get_strategy("mnrt", n_nodes=N_NODES)
-        before = compiled().getCount()
-        Engine(spark, df, cfg, make_router(strategy, N_NODES, 0.01), "mnrt").run()
-        return compiled().getCount() - before
-
-    compilations()  # whatever earlier tests left in the cache
-    # When the same run repeats, Then its classes come from the cache: a cache that
-    # evicts a batch's classes before they recur compiles nearly all of them again and
-    # the node stages' first tasks run them interpreted (measured at Spark's default of
-    # 100 entries: 308 compilations for the repeated run)
-    again = compilations()
-    print(f"compilations of the repeated run: {again}")
-    assert again <= 30
-
-
 def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):
     df, interval = streams["topk"]
     real = Engine._aggregate
@@ -298,8 +275,16 @@ def test_a_slow_harness_changes_harness_s_not_the_strategys_figures(spark, strea
     # When the same run is repeated with the harness slowed between its phases (after a
     # warm-up run, so both compared runs find a warm JVM)
     run(None)
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME
+    before = compiled().getCount()
     plain_batches, plain = run(None)
+    recompiled = compiled().getCount() - before
     slow_batches, slowed = run(slow)
+    # (The repeated run finds its generated classes in Spark's code cache. A cache that
+    # evicts a batch's classes before they recur compiles them all again, and the node
+    # stages' first tasks run them interpreted: 97 compilations here at Spark's
+    # default of 100 entries, 0 at the session's 4096.)
+    assert recompiled <= 20, recompiled
     # Then the harness's own cost grows by at least the injected sleeps
     assert "migrate" in laps and len(laps) >= 8
     injected = sleep_s * len(laps)
