@@ -65,8 +65,9 @@ def _parents(experiment: str):
     return runs
 
 
-def test_dag_run_logs_one_child_per_strategy(airflow_cli):
-    # `balancebench run` is what `make run` calls: the DAG run and the table it prints.
+def test_dag_run_logs_one_child_per_strategy(local_state):
+    # `balancebench run` is what `make run` calls: it migrates the embedded Airflow DB,
+    # runs the DAG and prints the table.
     conf = {**TINY, "experiment": "e2e"}
     done = subprocess.run(
         [str(BIN / "balancebench"), "run", "--conf", json.dumps(conf)],
