@@ -26,6 +26,8 @@ def run_baseline(spark, df, config, strategy, name, on_batch=None):
 
 N_NODES = 4
 N_BATCHES = 3
+#: Upstream instances: the replay's partitions (tuple i is sent by i mod SENDERS).
+SENDERS = 3
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def replays(spark):
         ("wordcount", text),
     ):
         replay = build_stream(workload, folder, {"seed": 1, "input_rate_tuples_per_s": 5000.0})
-        df, interval = load_replay(spark, replay, N_BATCHES)
+        df, interval = load_replay(spark, replay, N_BATCHES, SENDERS)
         out[workload] = (df, interval, df.toPandas())
     yield out
     for df, _, _ in out.values():
@@ -124,9 +126,11 @@ def test_streaming_aggregation(spark, replays, window_batches):
     windows = config.window_batches or 1
     for r in results:
         batch = pdf[pdf["batch"] == r.batch]
-        # One map task per batch file: the stateful stage reads one partial count per key
-        # (and per sliding window holding the batch).
-        assert r.node_received.sum() == batch["key"].nunique() * windows
+        # One map task per sender (its own file of the batch): the stateful stage reads
+        # one partial count per key and sender (and per sliding window holding the batch).
+        per_sender = batch.groupby(batch["tuple_id"] % SENDERS)["key"].nunique().sum()
+        assert per_sender > batch["key"].nunique()  # the senders' partials are apart
+        assert r.node_received.sum() == per_sender * windows
         first = 0 if config.window_batches is None else r.batch - windows + 1
         in_window = pdf[(pdf["batch"] >= first) & (pdf["batch"] <= r.batch)]
         if config.window_batches is None:

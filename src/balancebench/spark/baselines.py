@@ -17,17 +17,22 @@ operator job group, every stage that reads a shuffle plus the final stage of the
 stages that only scan and write a shuffle (the "routing" side) are the senders' routing
 work (``route_s``), as in the engine; broadcast-collect jobs are neither.
 
-- ``spark_streaming`` (the direct streaming peer). The micro-batches are written one
-  Parquet file per batch into ``local_dir()/streaming/<run>/in`` and read by one
-  continuous Structured Streaming query with ``maxFilesPerTrigger = 1``; after each file
-  ``processAllAvailable`` runs exactly one trigger. A ``foreachBatch`` sink sets the
+- ``spark_streaming`` (the direct streaming peer). Each micro-batch is written as one
+  folder of ``senders`` Parquet files (sender ``s``'s tuples of the batch in file ``s``,
+  an empty file for a sender with none) and read by one continuous Structured Streaming
+  query on ``local_dir()/streaming/<run>/in`` with ``maxFilesPerTrigger = senders``;
+  after each folder ``processAllAvailable`` runs exactly one trigger. Every file is its
+  own input partition (``spark.sql.files.openCostInBytes`` = the split size), so the
+  trigger's map stage runs one task per sender, as the engine's routing stage does: the
+  same senders pay the same per-task costs (with one file per batch it ran one task, and
+  its routing per sender was that task's work / ``senders``). A ``foreachBatch`` sink sets the
   batch's job group and checkpoints (``keep``) the trigger's output, which executes the
   micro-batch: the stateful stage (``StateStoreRestore/Save`` or
   ``StreamingSymmetricHashJoin``, ``n_nodes`` tasks, task ``i`` = state store partition
   ``i`` = node ``i``) runs in that job (its tasks also cache the trigger's output rows).
   AQE is off inside streaming queries (Spark disables it), so the partitions are exactly
-  the nodes. Each batch's file is written up front (one Spark job) and moved into the
-  query's folder when its turn comes.
+  the nodes. Each batch's folder is written up front (one Spark job) and renamed into the
+  query's folder when its turn comes (one rename: the query never sees half a batch).
 
   *Aggregation*: ``groupBy(key).count()`` in update mode; with a window,
   ``groupBy(window(batch_ts, W s, 1 s), key).count()`` where ``batch_ts`` is the tuple's
@@ -108,6 +113,9 @@ from balancebench.workloads import AGGREGATE, BAND_JOIN, check_strategy
 
 #: Columns of the replay stream (``engine.load_replay``).
 COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload", "batch"]
+#: Split size of the streaming file source, also the cost of opening a file: each
+#: sender's file of a batch is its own task (Spark's default split, 128 MiB).
+FILE_SPLIT_BYTES = 128 * 1024 * 1024
 #: Seed of the tuple-id hash that picks a tuple's salt (spark_salting).
 SALT_SEED = 0x5A17
 #: Spark's own defaults of the AQE settings the baselines touch (Spark 4.3 docs).
@@ -339,6 +347,9 @@ class StreamingRunner(_Baseline):
             # (expired state is then evicted at the start of the next data trigger).
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
             "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[provider],
+            # A file costs a whole split: Spark packs no two senders' files into one task.
+            "spark.sql.files.openCostInBytes": str(FILE_SPLIT_BYTES),
+            "spark.sql.files.maxPartitionBytes": str(FILE_SPLIT_BYTES),
         }
 
     def start(self) -> None:
@@ -366,8 +377,8 @@ class StreamingRunner(_Baseline):
         cfg = self.config
         src = (
             self.spark.readStream.schema(self.schema)
-            .option("maxFilesPerTrigger", 1)
-            .parquet(str(self.inbox))
+            .option("maxFilesPerTrigger", self.senders)
+            .parquet(str(self.inbox / "*"))  # one folder per batch
         )
         if self.op == AGGREGATE:
             windows = cfg.window_batches
@@ -436,26 +447,15 @@ class StreamingRunner(_Baseline):
 
     # One batch --------------------------------------------------------------------------
     def _stage_batches(self) -> None:
-        """Write every micro-batch as one Parquet file (one Spark job) into a staging
-        folder; :meth:`_feed` moves batch ``b``'s file into the query's folder."""
+        """Write every micro-batch as a folder of ``senders`` Parquet files (one Spark job:
+        the stream's partition ``s`` is sender ``s`` and writes its rows of each batch as
+        one file) into a staging folder; :meth:`_feed` renames batch ``b``'s folder into
+        the query's folder."""
         self.staging = self.folder / "staging"
         self.sc.setJobGroup(f"balancebench-{self.name}-stage-{time.time_ns()}", "stage batches")
         rows = self.stream.select(*COLUMNS).withColumn("_part", F.col("batch"))
-        rows = rows.repartition(self.config.n_batches, "_part")
         rows.write.partitionBy("_part").parquet(str(self.staging))
         self.schema = self.stream.select(*COLUMNS).schema
-
-    def _feed(self, b: int) -> None:
-        """Move batch ``b``'s file into the query's folder (an empty file for an empty
-        batch, so every batch is one trigger)."""
-        target = self.inbox / f"batch-{b:06d}.parquet"
-        parts = sorted((self.staging / f"_part={b}").glob("part-*.parquet"))
-        if len(parts) > 1:
-            raise RuntimeError(f"{self.name}: batch {b} was written as {len(parts)} files")
-        if parts:
-            parts[0].rename(target)
-            os.utime(target)  # arrival time = now (the file source orders by mtime)
-            return
         empty = pa.schema(
             [
                 ("side", pa.string()),
@@ -466,9 +466,25 @@ class StreamingRunner(_Baseline):
                 ("batch", pa.int64()),
             ]
         ).empty_table()
-        tmp = self.folder / f".empty-{b}.parquet"
-        pq.write_table(empty, tmp)
-        tmp.rename(target)
+        for b in range(self.config.n_batches):
+            batch_dir = self.staging / f"_part={b}"
+            batch_dir.mkdir(exist_ok=True)
+            files = sorted(batch_dir.glob("part-*.parquet"))
+            if len(files) > self.senders:
+                raise RuntimeError(
+                    f"{self.name}: batch {b} was written as {len(files)} files, "
+                    f"expected at most one per sender ({self.senders})"
+                )
+            for s in range(len(files), self.senders):  # senders with no tuple in batch b
+                pq.write_table(empty, batch_dir / f"part-empty-{s:05d}.parquet")
+
+    def _feed(self, b: int) -> None:
+        """Rename batch ``b``'s folder into the query's folder, its files stamped now (the
+        file source orders by modification time)."""
+        batch_dir = self.staging / f"_part={b}"
+        for f in batch_dir.glob("*.parquet"):
+            os.utime(f)
+        batch_dir.rename(self.inbox / f"batch-{b:06d}")
 
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         extra: dict[str, float] = {}
