@@ -64,6 +64,17 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--conf", '{"input_rate_tuples_per_s": 0}'], "input_rate_tuples_per_s"),
     (["run", "--conf", '{"seed": -1}'], "seed"),
     (["run", "--conf", '{"network_bandwidth_mb_per_s": 0}'], "network_bandwidth_mb_per_s"),
+    (["run", "--conf", '{"node_capacity_state_tuples": 0}'], "node_capacity_state_tuples"),
+    # Scale-out runs on joins, and only strategies that can add nodes to a running job.
+    (["run", "--conf", '{"node_capacity_state_tuples": 1000}'], "node_capacity_state_tuples"),
+    (
+        [
+            "run",
+            "--conf",
+            '{"workload": "eq5", "strategies": ["spark_aqe"], "node_capacity_state_tuples": 9}',
+        ],
+        "node_capacity_state_tuples",
+    ),
     (["run", "--conf", '{"mnrt_two_stream_ratio": -1}'], "mnrt_two_stream_ratio"),
     (["run", "--conf", '{"dataset": "user_file"}'], "user_file_path"),
     (

@@ -99,6 +99,14 @@ def summarize(
         "migration_bytes_total": float(sum(c.migration_bytes for c in costs)),
         "harness_s_total": float(run.harness_s.sum()),
         "retried_stages_total": float(sum(b.extra.get("retried_stages", 0.0) for b in batches)),
+        "scale_outs_total": float(sum(b.extra.get("scaled_out", 0.0) for b in batches)),
+        "scale_out_adjustment_s_total": float(
+            sum(
+                c.plan_s + c.migration_s(bandwidth_mb_per_s)
+                for b, c in zip(batches, costs, strict=True)
+                if b.extra.get("scaled_out")
+            )
+        ),
         "latency_p50_s": run.latency_s[50.0],
         "latency_p95_s": run.latency_s[95.0],
         "latency_p99_s": run.latency_s[99.0],
@@ -273,6 +281,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             window_s=params["window_s"],
             band_width=params["band_width"],
             top_k=params["top_k"],
+            node_capacity_state_tuples=params["node_capacity_state_tuples"],
             reliable_state=reliable_state(params["state_checkpoint"], sc.master),
         )
         mlflow.log_params(

@@ -256,6 +256,14 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "on the batch's statistics, else 0 (whole-key strategies and budgets can stop short)."
     ),
     "nodes_used": "[per batch] nodes that received a tuple or hold state.",
+    "scaled_out": (
+        "[per batch] 1 if nodes joined the running job after this batch (memory-driven "
+        "scale-out), else 0; the batch's migration is then the scale-out's adjustment."
+    ),
+    "nodes_active": (
+        "[per batch] nodes the strategy's layout uses after this batch (all n_nodes "
+        "without scale-out; with it, the active nodes / grid / (sub)group members)."
+    ),
     "avg_received_tuples_per_node": (
         "[per batch] tuples shipped to the stateful stage (replicas and probe copies "
         "included) divided by nodes_used: paper 000's network metric."
@@ -307,6 +315,16 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "migration_bytes_total": "Sum of migration_bytes over the run (bytes).",
     "route_s_total": "Sum of route_s over the run (seconds).",
     "retried_stages_total": "Sum of retried_stages over the run (a count; 0 without a fault).",
+    "scale_outs_total": (
+        "Batches after which nodes joined the running job (memory-driven scale-out, Param "
+        "node_capacity_state_tuples; a count, 0 without it)."
+    ),
+    "scale_out_adjustment_s_total": (
+        "Paper 000 Fig. 5's balance-adjustment time: over the batches after which nodes "
+        "joined, plan time + the migration cost the scale-out caused (cost model: max over "
+        "the nodes involved of migration CPU + transfer), seconds. 0 when no node joined, "
+        "and for BiStream (its stored tuples never move)."
+    ),
     "harness_s_total": (
         "Sum of harness_s over the run (seconds): the harness's own cost, reported apart."
     ),

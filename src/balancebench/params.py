@@ -12,7 +12,12 @@ from typing import Any
 from balancebench.generators import DATASET_PARAMS, GENERATORS
 from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
 from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
-from balancebench.strategies import STRATEGIES, strategy_param_name, strategy_settings
+from balancebench.strategies import (
+    STRATEGIES,
+    check_scale_out,
+    strategy_param_name,
+    strategy_settings,
+)
 from balancebench.validation import VALIDATION_DEFAULTS
 from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
 
@@ -120,6 +125,18 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "TOPK size",
         "description": "Keys reported per window by the TOPK workload.",
     },
+    "node_capacity_state_tuples": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "maximum": 1_000_000_000,
+        "default": None,
+        "title": "Node capacity (state tuples; scale-out)",
+        "description": "Memory-driven scale-out (paper 000 Figs. 4-5; joins only; hash, qmmp, "
+        "mnrt, readj, dynamic, bi, bi6): the stored tuples a node holds before nodes join "
+        "the running job. The run starts on the strategy's smallest layout (one node; "
+        "Dynamic 1; Bi one per side, Bi6 one per subgroup) and grows up to n_nodes. "
+        "null = every node from the start.",
+    },
     "network_bandwidth_mb_per_s": {
         "type": "number",
         "exclusiveMinimum": 0,
@@ -220,6 +237,8 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
     for name in params["strategies"]:
         check_strategy(workload.name, name, STRATEGIES[name].operators)
         STRATEGIES[name].check_n_nodes(params["n_nodes"], strategy_settings(name, params))
+        if params["node_capacity_state_tuples"] is not None:
+            check_scale_out(name, workload.operator)
     return params
 
 

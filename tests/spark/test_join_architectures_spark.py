@@ -75,6 +75,14 @@ def test_spark_placement_equals_numpy(spark):
             layout = strategy.layout(n_nodes, first, operator)
             got = _spark_rows(bi_rows(df, layout, width))
             assert np.array_equal(got, _numpy_rows(strategy, layout, pdf, width)), (name, operator)
+            # Grown under scale-out: member lists, full nodes that no longer store.
+            start = strategy.initial_layout(n_nodes, first, operator)
+            state = np.zeros(n_nodes)
+            state[[0, start.member_count - 1]] = [250, 90]
+            grown = strategy.grown(start, state, 100, n_nodes)
+            assert grown is not None and grown.closed == {0}
+            got = _spark_rows(bi_rows(df, grown, width))
+            assert np.array_equal(got, _numpy_rows(strategy, grown, pdf, width)), (name, "grown")
     # Dynamic growth: one copy of each stored tuple, re-placed under the grown grid.
     old, new = Grid(2, 1), Grid(2, 1).grown()
     index, node = dyn.store_nodes(old, pdf["side"], pdf["tuple_id"], pdf["key"])
@@ -114,6 +122,40 @@ CASES = [
 ]
 
 
+def test_key_level_scale_out_rehomes_state_and_keeps_every_pair(spark, streams):
+    """``mnrt`` under memory-driven scale-out on eq5 (full history): it starts on one
+    node; after batch 0 (all state on node 0, above capacity) the active nodes become
+    ``max(2, ceil(state / capacity))``, every stored tuple moves to ``pmod(hash(key),
+    active)`` (counted), and batch 1 finds the state exactly there; every batch passes
+    the oracle (no pair lost or doubled by the move)."""
+    from balancebench.hashing import home_nodes
+
+    df, interval, pdf = streams["eq5"]
+    first = pdf[pdf["batch"] == 0]
+    capacity = len(first) // 2 + 1
+    config = EngineConfig(
+        get_workload("eq5"),
+        n_nodes=N_NODES,
+        n_batches=N_BATCHES,
+        interval_s=interval,
+        node_capacity_state_tuples=capacity,
+    )
+    router = make_router(get_strategy("mnrt", n_nodes=N_NODES), N_NODES, 0.05, capacity)
+    results = Engine(spark, df, config, router, "mnrt").run()
+    assert all(r.oracle_passed for r in results)
+    assert results[0].nodes_used == 1 and results[0].node_state[0] == len(first)
+    active = max(2, -(-len(first) // capacity))
+    assert results[0].extra["scaled_out"] == 1.0
+    assert results[0].extra["nodes_active"] == active
+    keys = first["key"].to_numpy()
+    assert results[0].migrated_tuples == int((home_nodes(keys, active) != 0).sum()) > 0
+    upto = pdf[pdf["batch"] <= 1]["key"].to_numpy()
+    want = np.bincount(home_nodes(upto, active), minlength=N_NODES)
+    assert np.array_equal(results[1].node_state, want)
+    assert results[1].extra["nodes_active"] >= active
+    assert sum(r.result_rows for r in results) > 100
+
+
 @pytest.mark.parametrize(("workload", "name", "windowed"), CASES)
 def test_engine_oracle_and_replication(spark, streams, workload, name, windowed):
     df, interval, pdf = streams[workload]
@@ -123,14 +165,19 @@ def test_engine_oracle_and_replication(spark, streams, workload, name, windowed)
     settings = {"initial_nodes": 1, "max_state_tuples_per_node": 100} if grows else {}
     if name == "bi6":  # two one-node subgroups per group of 2 (6 would need 12 nodes)
         settings = {"subgroups": 2}
+    # Bi on eq5 under memory-driven scale-out: one node per side, the groups grow.
+    scales = name == "bi" and workload == "eq5"
+    capacity = len(pdf[pdf["batch"] == 0]) // 3 if scales else None
     config = EngineConfig(
         get_workload(workload),
         n_nodes=N_NODES,
         n_batches=N_BATCHES,
         interval_s=interval,
         window_s=2 * interval if windowed else 0.0,
+        node_capacity_state_tuples=capacity,
     )
-    router = make_router(get_strategy(name, n_nodes=N_NODES, **settings), N_NODES, 0.05)
+    strategy = get_strategy(name, n_nodes=N_NODES, **settings)
+    router = make_router(strategy, N_NODES, 0.05, capacity)
     assert isinstance(router, DynamicRouter if name == "dynamic" else BiStreamRouter)
     results = Engine(spark, df, config, router, name).run()  # raises OracleMismatch
     assert all(r.oracle_passed for r in results)
@@ -147,7 +194,8 @@ def test_engine_oracle_and_replication(spark, streams, workload, name, windowed)
             want = (2 * layout.cols * n_r + 2 * layout.rows * n_s) / (n_r + n_s)
             assert r.replication_factor == pytest.approx(want)
         elif name == "bi":  # one store copy, probes to every node of the other group
-            want = (n_r * (1 + layout.s_size) + n_s * (1 + layout.r_size)) / (n_r + n_s)
+            r_size, s_size = len(layout.flat("R")[0]), len(layout.flat("S")[0])
+            want = (n_r * (1 + s_size) + n_s * (1 + r_size)) / (n_r + n_s)
             assert r.replication_factor == pytest.approx(want)
     if grows:
         assert [g.n_nodes for g in router.layouts] == [1, 4, 4]
@@ -168,6 +216,11 @@ def test_engine_oracle_and_replication(spark, streams, workload, name, windowed)
     elif name == "dynamic":
         # eq5 (lineitem >> supplier) and band (L1 >> L2): a 4 x 1 grid, R not replicated
         assert (router.layouts[0].rows, router.layouts[0].cols) == (4, 1)
-    if name != "dynamic":
+    if scales:  # grown without moving a tuple; the nodes it used are what it added
+        sizes = [g.member_count for g in router.layouts]
+        assert sizes[0] == 2 and sizes[-1] > 2 and sizes == sorted(sizes)
+        assert all(r.migrated_tuples == 0 for r in results)
+        assert sum(r.extra.get("scaled_out", 0.0) for r in results) >= 1
+    elif name != "dynamic":
         assert router.info()["r_group_nodes"] == 2
         assert router.info()["r_subgroups"] == (2 if name == "bi6" else 1)

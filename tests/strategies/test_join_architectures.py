@@ -276,3 +276,62 @@ def test_registered_with_params():
     assert "bi_subgroups" not in EXPERIMENT_PARAMS
     with pytest.raises(ValueError):
         get_strategy("bi", subgroups=3)
+
+
+@pytest.mark.parametrize("name", ["bi", "bi6"])
+@pytest.mark.parametrize("operator", [EQUI_JOIN, BAND_JOIN])
+def test_bistream_growth_keeps_every_pair_once_and_full_nodes_stop_storing(name, operator):
+    """Memory-driven growth (``BiStream.grown``) over three batches: a tuple stays on the
+    node it was stored on, later tuples probe the grown (sub)groups, and every pair is
+    still produced exactly once; a node at capacity stores nothing more, and a grown
+    subgroup has room for what it holds."""
+    rng = np.random.default_rng(11 if name == "bi" else 12)
+    n_nodes, capacity = 40, 40
+    side, ids, keys = _stream(rng, 900, 30)
+    width = 1 if operator == BAND_JOIN else 0
+    strategy = get_strategy(name, n_nodes=n_nodes)
+    batches = np.array_split(np.arange(len(ids)), 3)
+    first = FirstBatch.of(side[batches[0]], keys[batches[0]])
+    layout = strategy.initial_layout(n_nodes, first, operator)
+    k = 6 if name == "bi6" else 1
+    assert layout.member_count == 2 * k  # one node per subgroup and side
+    stored_on = np.full(len(ids), -1)
+    total = np.zeros((len(ids), len(ids)), dtype=np.int64)
+    sizes = [layout.member_count]
+    for rows in batches:
+        before = np.bincount(stored_on[stored_on >= 0], minlength=n_nodes)
+        stored_on[rows] = strategy.store_nodes(layout, side[rows], ids[rows], keys[rows])[1]
+        full_before = np.flatnonzero(before >= capacity)
+        open_left = any(
+            set(m) - set(full_before.tolist())
+            for s in ("R", "S")
+            for m in layout.subgroup_members(s)
+        )
+        if open_left:
+            assert not np.isin(stored_on[rows], full_before).any(), "a full node stored"
+        upto = rows[-1] + 1
+        stored = _incidence(upto, n_nodes, (np.arange(upto), stored_on[:upto].astype(np.int32)))
+        index, node = strategy.probe_nodes(layout, side[rows], ids[rows], keys[rows], width)
+        probes = np.zeros((upto, n_nodes), dtype=np.int64)
+        np.add.at(probes, (rows[index], node), 1)
+        wanted = _matches(side[:upto], ids[:upto], keys[:upto], width)
+        total[:upto, :upto] += np.where(wanted, probes @ stored.T, 0)
+        state = np.bincount(stored_on[stored_on >= 0], minlength=n_nodes)
+        grown = strategy.grown(layout, state, capacity, n_nodes)
+        if grown is not None:
+            for s in ("R", "S"):
+                for old, new in zip(
+                    layout.subgroup_members(s), grown.subgroup_members(s), strict=True
+                ):
+                    assert set(old) <= set(new)  # members only join
+                    if state[list(old)].max() > capacity:
+                        assert len(new) >= min(
+                            len(old) + 1, len(old) + n_nodes - layout.member_count
+                        )
+                        assert len(new) * capacity >= state[list(old)].sum() or (
+                            grown.member_count == n_nodes
+                        )
+            layout = grown
+        sizes.append(layout.member_count)
+    assert sizes[-1] > sizes[0] and sizes == sorted(sizes)
+    assert np.array_equal(total, _matches(side, ids, keys, width).astype(np.int64))

@@ -131,6 +131,9 @@ class EngineConfig:
     #: Keep cross-batch state in reliable checkpoints (survives a lost executor) instead
     #: of ``localCheckpoint`` (``MicroBatchLoop.keep``; Param ``state_checkpoint``).
     reliable_state: bool = False
+    #: Memory-driven scale-out: a node's capacity in state tuples (Param
+    #: ``node_capacity_state_tuples``); None: every node from the start.
+    node_capacity_state_tuples: int | None = None
 
     @property
     def window_batches(self) -> int | None:
@@ -316,8 +319,13 @@ class Engine(MicroBatchLoop):
             },
         )
         if passed and b < cfg.n_batches - 1:
+            self.router.scaled_out = False
             reassignment = self.router.after_batch(stats)
             clock.lap("plan")
+            # Memory-driven scale-out: nodes joined after this batch (its migration, if
+            # any, is the balance adjustment of paper 000 Fig. 5).
+            result.extra["scaled_out"] = float(self.router.scaled_out)
+            result.extra["nodes_active"] = float(self.router.nodes_used())
             if reassignment is not None:
                 result.plan = reassignment.plan
                 if len(reassignment):

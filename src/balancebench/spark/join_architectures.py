@@ -13,8 +13,13 @@ expressions (``hash(tuple_id, salt)``, ``pmod``, ``shiftright``, ``sequence``,
   row for each node it is joined at (Dynamic: the same ``m`` / ``n`` cells; BiStream:
   one store node, the other group's matching (sub)group nodes as probes). No routing
   table (``routing_table_entries = 0``).
+- Memory-driven scale-out (Param ``node_capacity_state_tuples``): the layout starts at
+  the architecture's smallest (``initial_layout``) and grows after a batch. BiStream's
+  growth (``BiStream.grown``: nodes join subgroups, full nodes stop storing) moves no
+  tuple; the store and probe expressions read the subgroups' member lists.
 - Dynamic's growth (every node becomes four when a node's state exceeds
-  ``max_state_tuples_per_node``) is a :class:`Reassignment` of the state rows: one copy
+  ``max_state_tuples_per_node``, or the node capacity when that is null) is a
+  :class:`Reassignment` of the state rows: one copy
   of each stored tuple (R: the copy in column 0 of its row; S: row 0 of its column) is
   re-placed under the grown grid, replicated along its new row / column; the engine
   keeps rows whose node is unchanged in place and ships (and counts) the others.
@@ -131,15 +136,21 @@ def regrid_state(state: DataFrame, old: Grid, new: Grid) -> DataFrame:
 class _ArchitectureRouter(SparkRouter):
     """Common part: the layout fixed at the first batch, its history, its description."""
 
-    def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
-        super().__init__(strategy, n_nodes, tolerance)
+    def __init__(
+        self, strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+    ) -> None:
+        super().__init__(strategy, n_nodes, tolerance, capacity)
         self.layout: Any = None
         #: The layout each routed batch used, in order.
         self.layouts: list[Any] = []
 
     def _layout(self, batch: DataFrame, ctx: RouteContext) -> Any:
         if self.layout is None:
-            self.layout = self.strategy.layout(self.n_nodes, first_batch(batch), ctx.operator)
+            first = first_batch(batch)
+            if self.capacity is None:
+                self.layout = self.strategy.layout(self.n_nodes, first, ctx.operator)
+            else:  # memory-driven scale-out: the architecture's smallest layout first
+                self.layout = self.strategy.initial_layout(self.n_nodes, first, ctx.operator)
         self.layouts.append(self.layout)
         return self.layout
 
@@ -166,10 +177,11 @@ class DynamicRouter(_ArchitectureRouter):
         if self.layout is None:
             return None
         node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
-        grown = self.strategy.grown(self.layout, node_state, self.n_nodes)
+        grown = self.strategy.grown(self.layout, node_state, self.n_nodes, self.capacity)
         if grown is None:
             return None
         old, self.layout = self.layout, grown
+        self.scaled_out = True
         return Reassignment.rows(lambda state: regrid_state(state, old, grown))
 
 
@@ -185,20 +197,21 @@ def subgroup(layout: Groups, side: str, key: Column) -> Column:
     return reduce(lambda a, b: a + b, above)
 
 
-def _offset(layout: Groups, side: str, q: Column) -> Column:
-    offsets = F.array(*[F.lit(int(o)) for o in layout.offsets(side)])
-    return F.element_at(offsets, q + 1)
+def _lits(values: np.ndarray) -> Column:
+    return F.array(*[F.lit(int(v)) for v in values])
 
 
 def bi_store_node(layout: Groups) -> Column:
-    """ONE node per tuple, in its key's subgroup of its own group."""
+    """ONE node per tuple: by the tuple-id hash among the storing nodes of its key's
+    subgroup of its own group (= ``BiStream.store_nodes``)."""
     h = _salted("tuple_id", BI_STORE_SALT)
     nodes = {}
     for side in ("R", "S"):
+        members, first = layout.flat(side, storing=True)
         q = subgroup(layout, side, F.col("key"))
-        lo = _offset(layout, side, q)
-        size = _offset(layout, side, q + 1) - lo
-        nodes[side] = F.lit(layout.start(side)) + lo + F.pmod(h, size)
+        lo = F.element_at(_lits(first), q + 1)
+        size = F.element_at(_lits(first), q + 2) - lo
+        nodes[side] = F.element_at(_lits(members), lo + F.pmod(h, size) + 1)
     return F.when(F.col("side") == "R", nodes["R"]).otherwise(nodes["S"]).cast("int")
 
 
@@ -214,10 +227,10 @@ def bi_probe_nodes(layout: Groups, band_width: int) -> Column:
             q1 = q2 = subgroup(layout, other, key)
         else:
             q1, q2 = F.lit(0), F.lit(layout.subgroups(other) - 1)
-        start = F.lit(layout.start(other))
-        lo = (start + _offset(layout, other, q1)).cast("int")
-        hi = (start + _offset(layout, other, q2 + 1) - F.lit(1)).cast("int")
-        ranges[own] = F.sequence(lo, hi)
+        members, first = layout.flat(other)
+        lo = F.element_at(_lits(first), q1 + 1)
+        hi = F.element_at(_lits(first), q2 + 2)
+        ranges[own] = F.slice(_lits(members), lo + 1, hi - lo).cast("array<int>")
     return F.when(F.col("side") == "R", ranges["R"]).otherwise(ranges["S"])
 
 
@@ -238,3 +251,15 @@ class BiStreamRouter(_ArchitectureRouter):
         layout = self._layout(batch, ctx)
         width = ctx.band_width if ctx.operator == BAND_JOIN else 0
         return bi_rows(batch, layout, width)
+
+    def after_batch(self, stats: BatchStats) -> Reassignment | None:
+        """Memory-driven growth (``BiStream.grown``): nodes join subgroups and full nodes
+        stop storing; stored tuples never move (random storage needs no migration)."""
+        if self.capacity is None or self.layout is None:
+            return None
+        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        grown = self.strategy.grown(self.layout, node_state, self.capacity, self.n_nodes)
+        if grown is not None:
+            self.scaled_out = grown.member_count > self.layout.member_count
+            self.layout = grown
+        return None

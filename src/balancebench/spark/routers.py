@@ -32,6 +32,7 @@ node that holds large-side tuples of the key, each stored once: again exactly on
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -246,10 +247,17 @@ class SparkRouter(ABC):
     #: The routing decisions run in Python workers (their work is measured as run time).
     routes_in_python: bool = False
 
-    def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
+    def __init__(
+        self, strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+    ) -> None:
         self.strategy = strategy
         self.n_nodes = n_nodes
         self.tolerance = tolerance
+        #: Memory-driven scale-out (Param ``node_capacity_state_tuples``): the state tuples
+        #: a node holds before nodes join; None: all ``n_nodes`` from the start.
+        self.capacity = capacity
+        #: Nodes joined after the last batch (set by ``after_batch``, read by the engine).
+        self.scaled_out = False
 
     @property
     def routing_table_entries(self) -> int:
@@ -267,6 +275,13 @@ class SparkRouter(ABC):
         return self.n_nodes
 
 
+def rehome_state(state: DataFrame, active: int) -> DataFrame:
+    """Every stored tuple once, on its key's home among ``active`` nodes (a scale-out of
+    a key-level strategy, :meth:`KeyLevelRouter._scale_out`)."""
+    one = state.dropDuplicates(["side", "tuple_id"])
+    return one.withColumn("node", home_node("key", active))
+
+
 def _with_role(df: DataFrame, role: str) -> DataFrame:
     return df.withColumn("role", F.lit(role))
 
@@ -274,9 +289,14 @@ def _with_role(df: DataFrame, role: str) -> DataFrame:
 class KeyLevelRouter(SparkRouter):
     """Paper 000's Algorithm 1 for any strategy with a key router (``Y`` or a bucket map)."""
 
-    def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
-        super().__init__(strategy, n_nodes, tolerance)
-        self.table = strategy.routing_for(n_nodes)
+    def __init__(
+        self, strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+    ) -> None:
+        super().__init__(strategy, n_nodes, tolerance, capacity)
+        #: Nodes in use: all of them, or under scale-out 1 at first, more as state grows
+        #: (:meth:`_scale_out`). Base routing and plans run over nodes ``0 .. active - 1``.
+        self.active = n_nodes if capacity is None else 1
+        self.table = strategy.routing_for(self.active)
         #: Split keys under the two-stream rule (equi-joins).
         self.replicas = Replicas.none()
         self.operator: str | None = None
@@ -285,15 +305,18 @@ class KeyLevelRouter(SparkRouter):
     def routing_table_entries(self) -> int:
         return len(self.table)
 
+    def nodes_used(self) -> int:
+        return self.active
+
     def default_node(self, key: Column | str) -> Column:
         if isinstance(self.table, BucketMap):
             return bucket_owner(key, self.table)
-        return home_node(key, self.n_nodes)
+        return home_node(key, self.active)
 
     def _default_nodes_np(self, keys: np.ndarray) -> np.ndarray:
         if isinstance(self.table, BucketMap):
             return self.table.storage_nodes(keys)
-        return home_nodes(keys, self.n_nodes)
+        return home_nodes(keys, self.active)
 
     def probe_table(self, ctx: RouteContext) -> tuple[np.ndarray, np.ndarray]:
         """``(key, node)`` pairs of every key whose probe set is not just its default node:
@@ -422,9 +445,12 @@ class KeyLevelRouter(SparkRouter):
         return placed.select(*BATCH_COLUMNS, F.col("_copy").alias("node"), role.alias("role"))
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
+        grown = self._scale_out(stats)
+        if grown is not None:
+            return grown
         loads = stats.loads()
-        plan = self.strategy.plan(loads, n_nodes=self.n_nodes, tolerance=self.tolerance)
-        self.table = self.strategy.routing_for(self.n_nodes)
+        plan = self.strategy.plan(loads, n_nodes=self.active, tolerance=self.tolerance)
+        self.table = self.strategy.routing_for(self.active)
         moves = Reassignment.from_plan(plan, loads)
         if self.operator == EQUI_JOIN and stats.state_r is not None:
             after = self.two_stream(stats)
@@ -432,6 +458,30 @@ class KeyLevelRouter(SparkRouter):
                 moves.replicas = replica_sync(self.replicas, after)
             self.replicas = after
         return moves
+
+    def _scale_out(self, stats: BatchStats) -> Reassignment | None:
+        """Memory-driven scale-out (paper 000 §4, last paragraph: a new node joins empty
+        and load moves to it by the new base routing): when a node holds more than
+        ``capacity`` state tuples after a batch, the active nodes grow to
+        ``max(active + 1, ceil(all state / capacity))`` (at most ``n_nodes``), the base
+        routing becomes ``pmod(hash(k), active)``, every stored tuple moves to its key's
+        new home (one copy of each: the two-stream rule's replicas are dropped) and the
+        routing table starts empty; the strategy plans again from the next batch. Our
+        base is modular hashing, not the consistent hashing the paper names as an
+        example, so a scale-out moves about ``1 - 1/active`` of the state, not
+        ``1/active``: the adjustment time (Fig. 5) is an upper bound for the planners."""
+        if self.capacity is None or self.active >= self.n_nodes or len(stats.state) == 0:
+            return None
+        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        if float(node_state.max()) <= self.capacity:
+            return None
+        needed = math.ceil(float(node_state.sum()) / self.capacity)
+        self.active = min(self.n_nodes, max(self.active + 1, needed))
+        self.table = self.strategy.routing_for(self.active)  # a new N: an empty table
+        self.replicas = Replicas.none()
+        self.scaled_out = True
+        active = self.active
+        return Reassignment.rows(lambda state: rehome_state(state, active))
 
     def two_stream(self, stats: BatchStats) -> Replicas:
         """The split keys of the (new) table under the two-stream rule: the strategy
@@ -472,8 +522,10 @@ class PerTupleRouter(SparkRouter):
 
     routes_in_python = True
 
-    def __init__(self, strategy: Strategy, n_nodes: int, tolerance: float) -> None:
-        super().__init__(strategy, n_nodes, tolerance)
+    def __init__(
+        self, strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+    ) -> None:
+        super().__init__(strategy, n_nodes, tolerance, capacity)
         self.sender_states: dict[int, Any] = {}
         self._pending: DataFrame | None = None
         self.senders = int(strategy.settings["senders"])

@@ -17,7 +17,7 @@ from balancebench.spark.engine import Engine, EngineConfig
 from balancebench.spark.join_architectures import BiStreamRouter, DynamicRouter
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
-from balancebench.strategies import Strategy
+from balancebench.strategies import Strategy, check_scale_out
 
 #: Strategies the engine runs, with the router that places their tuples.
 ROUTERS: dict[str, type[SparkRouter]] = {
@@ -41,13 +41,15 @@ BASELINES: dict[str, type[MicroBatchLoop]] = {
 }
 
 
-def make_router(strategy: Strategy, n_nodes: int, tolerance: float) -> SparkRouter:
-    """The Spark router of a strategy the engine runs."""
+def make_router(
+    strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+) -> SparkRouter:
+    """The Spark router of a strategy the engine runs (``capacity``: scale-out)."""
     if strategy.name not in ROUTERS:
         raise ValueError(
             f"strategy: {strategy.name!r} has no engine router; allowed values: {sorted(ROUTERS)}"
         )
-    return ROUTERS[strategy.name](strategy, n_nodes, tolerance)
+    return ROUTERS[strategy.name](strategy, n_nodes, tolerance, capacity)
 
 
 def make_runner(
@@ -61,8 +63,10 @@ def make_runner(
     harness_hook: Callable[[str], None] | None = None,
 ) -> MicroBatchLoop:
     """The runner of ``strategy`` on a loaded replay stream (``engine.load_replay``)."""
+    if config.node_capacity_state_tuples is not None:
+        check_scale_out(strategy.name, config.workload.operator)
     if strategy.name in BASELINES:
         runner: Any = BASELINES[strategy.name]
         return runner(spark, stream, config, strategy, name, on_batch, harness_hook)
-    router = make_router(strategy, config.n_nodes, tolerance)
+    router = make_router(strategy, config.n_nodes, tolerance, config.node_capacity_state_tuples)
     return Engine(spark, stream, config, router, name, on_batch, harness_hook)

@@ -43,6 +43,27 @@ STRATEGIES: dict[str, type[Strategy]] = {
     )
 }
 
+#: Strategies whose nodes can join a running job (Param ``node_capacity_state_tuples``,
+#: joins only): hash and the key-level planners over growing active nodes, Dynamic's grid,
+#: BiStream's (sub)groups. PKG and the balanceload bucket map have no scale-out here;
+#: Spark's own baselines place the data themselves.
+SCALE_OUT: frozenset[str] = frozenset({"hash", "qmmp", "mnrt", "readj", "dynamic", "bi", "bi6"})
+
+
+def check_scale_out(name: str, operator: str) -> None:
+    """Refuse a memory-driven scale-out that ``name`` on ``operator`` cannot do."""
+    if name not in SCALE_OUT:
+        raise ValueError(
+            f"node_capacity_state_tuples: {name!r} cannot add nodes to a running job; "
+            f"allowed strategies: {sorted(SCALE_OUT)} (or node_capacity_state_tuples: null)"
+        )
+    if operator not in ("equi_join", "band_join"):
+        raise ValueError(
+            f"node_capacity_state_tuples: scale-out runs on joins (their state grows with "
+            f"history); the workload's operator is {operator!r}; allowed operators: "
+            "['band_join', 'equi_join'] (or node_capacity_state_tuples: null)"
+        )
+
 
 def get_strategy(name: str, **params: Any) -> Strategy:
     """A new strategy instance; an unknown name or parameter raises ``ValueError``."""
@@ -79,11 +100,13 @@ def is_per_tuple(name: str) -> bool:
 
 __all__ = [
     "OPERATORS",
+    "SCALE_OUT",
     "STRATEGIES",
     "Delta",
     "MigrationPlan",
     "PlanView",
     "Strategy",
+    "check_scale_out",
     "get_strategy",
     "is_per_tuple",
     "strategy_param_name",

@@ -43,8 +43,16 @@ SIGMOD 2015; paper 000 ref. [19]). The nodes are split into an R group and an S 
 the end state of BiStream's memory-driven sizing). A tuple is stored on ONE node of its
 own group (``pmod(hash(tuple_id, BI_STORE_SALT), group size)``) and probes EVERY node of
 the other group; the later tuple of a pair finds the earlier one on its only node.
-BiStream's elastic growth (paper 000: one node per side at first, more as memory fills)
-is not modelled: ``N`` is fixed. With ``N = 1`` both groups are node 0.
+With ``N = 1`` both groups are node 0.
+
+*Memory-driven growth* (engine Param ``node_capacity_state_tuples``; paper 000 §5.2.1:
+Bi starts with one node per side, Bi6 with one per subgroup, and subgroups grow "by the
+amount loaded"): :meth:`BiStream.initial_layout` and :meth:`BiStream.grown`. The paper
+does not say how; our reading: a node holding ``capacity`` tuples stops storing and keeps
+probing (its tuples never move: random storage needs no migration), and a subgroup with
+a node above capacity grows to ``max(size + 1, ceil(its state / capacity))`` nodes, the
+lowest free node ids. Storage is then by the tuple-id hash among the subgroup's open
+nodes; probes go to all its nodes. Without the Param ``N`` is fixed, as below.
 
 **Bi6** (BiStream with 6 subgroups per group, paper 000 §5.1.5). Each group is divided into
 ``subgroups`` contiguous subgroups of near-equal size (Param ``subgroups``, default 6, the
@@ -65,8 +73,9 @@ every node of the matching subgroup(s) of the other group:
 The R and S groups may have different numbers of subgroups; each side's key rule uses
 its own count, so a pair still meets exactly once. A hot key overloads its subgroup
 (the weakness paper 000 §5.2.1 reports for Bi6 at high skew). Paper 000's Bi6 starts
-with one node per subgroup and adds nodes to subgroups as the load grows; with ``N``
-fixed, the subgroups here keep their near-equal share of the group from the start.
+with one node per subgroup and adds nodes to subgroups as the load grows: that is the
+growth above (a hot key's subgroup grows most); without it the subgroups keep their
+near-equal share of the ``N`` nodes from the start.
 
 The library part here is pure numpy: layouts, the store and probe nodes of tuples
 (``(index, node)`` pairs, one per copy) and the Params. The Spark router
@@ -75,7 +84,8 @@ The library part here is pure numpy: layouts, the store and probe nodes of tuple
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -258,9 +268,19 @@ class DynamicJoin(_JoinArchitecture):
                 best, shape = score, (n, m)
         return Grid(*shape)
 
-    def grown(self, grid: Grid, node_state: np.ndarray, n_nodes: int) -> Grid | None:
-        """The grown grid when a node's state exceeds the memory Param and 4x fits, else None."""
+    def initial_layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Grid:
+        """Memory-driven scale-out starts from one node unless ``initial_nodes`` says
+        otherwise (paper 000 Fig. 4: the grid grows 1 -> 4 -> 16)."""
+        start = n_nodes if self.settings["initial_nodes"] is not None else 1
+        return self.layout(start, first, operator)
+
+    def grown(
+        self, grid: Grid, node_state: np.ndarray, n_nodes: int, capacity: int | None = None
+    ) -> Grid | None:
+        """The grown grid when a node's state exceeds the memory Param (or, when that is
+        null, the engine's node ``capacity``) and 4x fits, else None."""
         limit = self.settings["max_state_tuples_per_node"]
+        limit = capacity if limit is None else limit
         if limit is None or 4 * grid.n_nodes > n_nodes or len(node_state) == 0:
             return None
         if float(np.max(node_state)) <= float(limit):
@@ -327,9 +347,33 @@ class Groups:
     key_lo: int = 0
     key_span: int = 1
     group_split: str = "halves"
+    #: Memory-driven scale-out (:meth:`BiStream.grown`): the nodes of each subgroup, R's
+    #: then S's (None: the contiguous ranges above), and the full nodes that no longer
+    #: store (they still probe).
+    members: tuple[tuple[int, ...], ...] | None = None
+    closed: frozenset[int] = frozenset()
 
     def start(self, side: str) -> int:
         return self.r_start if side == "R" else self.s_start
+
+    def subgroup_members(self, side: str) -> list[tuple[int, ...]]:
+        """The nodes of each of ``side``'s subgroups, in subgroup order."""
+        k = self.subgroups(side)
+        if self.members is not None:
+            return list(self.members[:k] if side == "R" else self.members[self.r_subgroups :])
+        off, start = self.offsets(side), self.start(side)
+        return [tuple(range(start + off[q], start + off[q + 1])) for q in range(k)]
+
+    def flat(self, side: str, storing: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``side``'s subgroups as one node array and each subgroup's first index in it
+        (``k + 1`` entries); ``storing``: only the nodes that store (a subgroup whose
+        nodes are all full keeps them all)."""
+        lists = self.subgroup_members(side)
+        if storing and self.closed:
+            lists = [tuple(d for d in m if d not in self.closed) or m for m in lists]
+        sizes = np.array([len(m) for m in lists], dtype=np.int64)
+        nodes = np.array([d for m in lists for d in m], dtype=np.int64)
+        return nodes, np.r_[0, np.cumsum(sizes)].astype(np.int64)
 
     def subgroups(self, side: str) -> int:
         return self.r_subgroups if side == "R" else self.s_subgroups
@@ -358,14 +402,21 @@ class Groups:
         return np.searchsorted(self.boundaries(side), keys, side="right").astype(np.int64)
 
     @property
+    def member_count(self) -> int:
+        """Nodes in the groups."""
+        return sum(len(m) for side in ("R", "S") for m in self.subgroup_members(side))
+
+    @property
     def n_nodes(self) -> int:
+        if self.members is not None:
+            return 1 + max(d for m in self.members for d in m)
         return max(self.r_start + self.r_size, self.s_start + self.s_size)
 
     def describe(self) -> dict[str, Any]:
         return {
             "group_split": self.group_split,
-            "r_group_nodes": self.r_size,
-            "s_group_nodes": self.s_size,
+            "r_group_nodes": sum(len(m) for m in self.subgroup_members("R")),
+            "s_group_nodes": sum(len(m) for m in self.subgroup_members("S")),
             "r_subgroups": self.r_subgroups,
             "s_subgroups": self.s_subgroups,
             "subgroup_key_rule": self.key_rule,
@@ -438,10 +489,10 @@ class BiStream(_JoinArchitecture):
         node = np.zeros(len(tuple_ids), dtype=np.int64)
         h = salted_hash(tuple_ids, BI_STORE_SALT).astype(np.int64)
         for s, mask in (("R", is_r), ("S", ~is_r)):
-            off = layout.offsets(s)
+            nodes, first = layout.flat(s, storing=True)
             q = layout.subgroup_of(s, keys[mask])
-            size = off[q + 1] - off[q]
-            node[mask] = layout.start(s) + off[q] + np.mod(h[mask], size)
+            size = first[q + 1] - first[q]
+            node[mask] = nodes[first[q] + np.mod(h[mask], size)]
         return np.arange(len(tuple_ids), dtype=np.int64), node.astype(np.int32)
 
     def probe_nodes(
@@ -457,9 +508,10 @@ class BiStream(_JoinArchitecture):
         is_r = _is_r(side)
         lo = np.zeros(len(keys), dtype=np.int64)
         hi = np.zeros(len(keys), dtype=np.int64)
+        nodes_of = {}
         for own, other in (("R", "S"), ("S", "R")):
             mask = is_r if own == "R" else ~is_r
-            off = layout.offsets(other)
+            nodes_of[own], off = layout.flat(other)
             if layout.key_rule == "range":
                 q1 = layout.subgroup_of(other, keys[mask] - band_width)
                 q2 = layout.subgroup_of(other, keys[mask] + band_width)
@@ -468,9 +520,48 @@ class BiStream(_JoinArchitecture):
             else:
                 q1 = np.zeros(int(mask.sum()), dtype=np.int64)
                 q2 = np.full(int(mask.sum()), layout.subgroups(other) - 1, dtype=np.int64)
-            lo[mask] = layout.start(other) + off[q1]
-            hi[mask] = layout.start(other) + off[q2 + 1] - 1
-        return _expand(lo, hi)
+            lo[mask] = off[q1]
+            hi[mask] = off[q2 + 1] - 1
+        # Positions in the other side's member array, then the nodes at them.
+        index, at = _expand(lo, hi)
+        node = np.zeros(len(at), dtype=np.int32)
+        r = is_r[index]
+        node[r] = nodes_of["R"][at[r]]
+        node[~r] = nodes_of["S"][at[~r]]
+        return index, node
+
+    def initial_layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Groups:
+        """Memory-driven scale-out starts with one node per subgroup (paper 000 §5.2.1: Bi
+        one node per side, Bi6 one per subgroup)."""
+        return self.layout(2 * self.n_subgroups(), first, operator)
+
+    def grown(
+        self, layout: Groups, node_state: np.ndarray, capacity: int, n_nodes: int
+    ) -> Groups | None:
+        """The layout after a batch under a node capacity (state tuples), or None if it
+        does not change. Our reading of BiStream's memory-driven growth (paper 000 §5.2.1
+        says only that Bi6's subgroups grow "by the amount loaded"): a node holding
+        ``capacity`` tuples or more stops storing (it keeps probing: its tuples stay, no
+        migration); a subgroup with a node above ``capacity`` grows to
+        ``max(size + 1, ceil(its state / capacity))`` nodes, taking the lowest free node
+        ids below ``n_nodes`` (none free: it stays as it is)."""
+        state = np.zeros(max(n_nodes, len(node_state)))
+        state[: len(node_state)] = node_state
+        closed = frozenset(int(d) for d in np.flatnonzero(state >= capacity))
+        members = [*layout.subgroup_members("R"), *layout.subgroup_members("S")]
+        used = {d for m in members for d in m}
+        free = [d for d in range(n_nodes) if d not in used]
+        grown = []
+        for m in members:
+            held = float(state[list(m)].sum())
+            if float(state[list(m)].max()) > capacity and free:
+                want = max(len(m) + 1, math.ceil(held / capacity))
+                extra, free = free[: want - len(m)], free[want - len(m) :]
+                m = (*m, *extra)
+            grown.append(tuple(m))
+        if tuple(grown) == tuple(members) and closed == layout.closed:
+            return None
+        return replace(layout, members=tuple(grown), closed=closed)
 
 
 class BiStream6(BiStream):
