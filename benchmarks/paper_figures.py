@@ -63,13 +63,18 @@ EXPERIMENTS: dict[str, dict] = {
         "packets_total_mb": 5000,
         "grid": {"backpressure_total_mb": [500, 1000, 2000, 5000]},
     },
-    # Paper 003 Table 1: the alpha/beta grid at 5 GB (migration only).
+    # Paper 003 Table 1: the alpha/beta grid at 5 GB (migration only), with BWn normalised
+    # by the max and min-max (the paper says only "normalised").
     "backpressure_alpha_beta": {
         "model": "backpressure",
         "strategies": ["migration"],
         "repetitions": 2,
         "packets_total_mb": 5000,
-        "grid": {"backpressure_alpha": [0.1, 0.3, 0.5], "backpressure_beta": [0.1, 0.3, 0.5]},
+        "grid": {
+            "backpressure_alpha": [0.1, 0.3, 0.5],
+            "backpressure_beta": [0.1, 0.3, 0.5],
+            "backpressure_bw_normalisation": ["max", "min_max"],
+        },
     },
     # Paper 004 Figs. 1-4: fluctuation, load moved, latency over time; latency vs load.
     "overlay_load": {

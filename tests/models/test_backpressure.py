@@ -279,6 +279,11 @@ def test_branch_scores_worked_example():
     assert choose_light_branch(scores, excluded=[0, 1, 2]) is None
     assert migration_routes(3, [0], scores) == [2, 1, 2]
     assert migration_routes(3, [], scores) == [0, 1, 2]
+    # Min-max BWn = (0, 0.5, 1): the slowest link weighs a full 0.2, not 0.1
+    minmax = branch_scores([0.9, 0.2, 0.1], [20, 0, -10], [100, 150, 200], 0.3, 0.5, "min_max")
+    assert minmax == pytest.approx([0.27 + 0.5 + 0.2, 0.06 + 0.5 / 3 + 0.1, 0.03])
+    with pytest.raises(ValueError, match="bw_normalisation"):
+        branch_scores([0.1], [0.0], [1.0], 0.3, 0.5, "mean")
 
 
 @settings(max_examples=50, deadline=None)
@@ -295,8 +300,9 @@ def test_branch_scores_lie_in_unit_interval(rows, alpha, beta):
     if alpha + beta > 1:
         alpha, beta = alpha / 2, beta / 2
     q, io, bw = (list(c) for c in zip(*rows, strict=True))
-    scores = branch_scores(q, io, bw, alpha, beta)
-    assert np.all(scores >= -1e-12) and np.all(scores <= 1 + 1e-12)
+    for normalisation in ("max", "min_max"):
+        scores = branch_scores(q, io, bw, alpha, beta, normalisation)
+        assert np.all(scores >= -1e-12) and np.all(scores <= 1 + 1e-12)
 
 
 @settings(max_examples=50, deadline=None)
@@ -352,7 +358,7 @@ def test_completed_fraction_series_steps_and_ends_at_one():
 # ---- figure -----------------------------------------------------------------------------
 
 
-def test_figure_mirrors_the_papers_plots():
+def test_figure_mirrors_the_papers_plots(monkeypatch):
     results = [
         (p, MODEL.run(p))
         for total in (100, 200)
@@ -366,6 +372,14 @@ def test_figure_mirrors_the_papers_plots():
     assert "time" in first.get_xlabel() and "%" in first.get_ylabel()
     assert {line.get_label() for line in first.lines} == {"credit", "migration"}
     assert "MB" in second.get_xlabel() and len(second.lines) == 2
+    # With Fig. 7's volume among the totals: its completion curves too, then Fig. 8's.
+    import balancebench.models.backpressure as backpressure
+
+    monkeypatch.setattr(backpressure, "FIG7_TOTAL_MB", 100.0)
+    fig7, fig8, volume = MODEL.figure(results).axes
+    assert "100 MB" in fig7.get_title() and "200 MB" in fig8.get_title()
+    assert {line.get_label() for line in fig7.lines} == {"credit", "migration"}
+    assert "MB" in volume.get_xlabel()
 
 
 def test_total_mb_takes_a_prefix_of_the_input_and_rejects_more_than_there_is():

@@ -194,3 +194,18 @@ def test_balanceload_routes_by_its_bucket_map():
     key, node, _ = after_parts(loads, plan)
     assert np.array_equal(node, strategy.routing.storage_nodes(key).astype(np.int32))
     assert plan.imbalance_after < plan.imbalance_before
+
+
+def test_balanceload_runs_only_above_uit():
+    """Paper 001's trigger: BalanceLoad moves buckets only when std / mean of node load
+    exceeds UIT; below it the map and the loads stay as they are."""
+    loads = bucket_window(5000, 8, 1.0, 4, 256)
+    node_loads = loads.node_loads(8)
+    spread = float(node_loads.std() / node_loads.mean())
+    assert spread > 0.1  # a skewed window
+    above = get_strategy("balanceload", n_nodes=8, buckets=256, uit=spread * 0.9)
+    assert above.plan(loads, 8, 0.05).n_moves > 0
+    below = get_strategy("balanceload", n_nodes=8, buckets=256, uit=spread * 1.1)
+    plan = below.plan(loads, 8, 0.05)
+    assert plan.n_moves == 0 and plan.routing_table_entries == 0
+    assert np.array_equal(plan.node_loads_after, node_loads)

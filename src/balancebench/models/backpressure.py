@@ -137,18 +137,29 @@ def branch_scores(
     bandwidth_mb_per_s: Sequence[float],
     alpha: float,
     beta: float,
+    bw_normalisation: str = "max",
 ) -> np.ndarray:
     """``S_b = alpha*Q_b + beta*IOn_b + (1-alpha-beta)*(1-BWn_b)`` [reconstructed].
 
-    ``IOn`` is min-max normalised over the branches (all 0 when equal), ``BWn = BW / max``.
-    Lower = lighter.
+    ``IOn`` is min-max normalised over the branches (all 0 when equal). ``BWn`` is
+    ``BW / max`` (``bw_normalisation = "max"``, the default) or min-max like ``IOn``
+    (``"min_max"``: the slowest link 0, the fastest 1, all 1 when equal; the paper says
+    only "normalised"). Lower = lighter.
     """
     q = np.asarray(queue_use_share, dtype=np.float64)
     io = np.asarray(io_mb_per_s, dtype=np.float64)
     bw = np.asarray(bandwidth_mb_per_s, dtype=np.float64)
     spread = io.max() - io.min()
     io_n = (io - io.min()) / spread if spread > 0 else np.zeros_like(io)
-    bw_n = bw / bw.max()
+    if bw_normalisation == "min_max":
+        bw_spread = bw.max() - bw.min()
+        bw_n = (bw - bw.min()) / bw_spread if bw_spread > 0 else np.ones_like(bw)
+    elif bw_normalisation == "max":
+        bw_n = bw / bw.max()
+    else:
+        raise ValueError(
+            f"bw_normalisation: {bw_normalisation!r}; allowed values: {list(BW_NORMALISATIONS)}"
+        )
     return alpha * q + beta * io_n + (1.0 - alpha - beta) * (1.0 - bw_n)
 
 
@@ -308,6 +319,11 @@ def load_packets(dataset_dir: str | Path) -> pd.DataFrame:
 
 # ---- queue + consumer (shared by the network model and the M/M/1 check) -----------------
 
+
+#: How BWn is normalised in the branch score (``branch_scores``).
+BW_NORMALISATIONS = ("max", "min_max")
+#: Paper 003 Fig. 7's volume (MB): its completion curve is drawn when a run includes it.
+FIG7_TOTAL_MB = 1000.0
 
 class NodeQueue:
     """A fixed-length FIFO (``simpy.Store``) with hooks after every put and get.
@@ -750,7 +766,9 @@ class _Network:
                 self.listed.add(b)
                 self.detections += 1
         io = [(i - o) / interval for i, o in zip(input_mb, output_mb, strict=True)]
-        scores = branch_scores(use, io, self.branch_bandwidth_mb_per_s, p["alpha"], p["beta"])
+        scores = branch_scores(
+            use, io, self.branch_bandwidth_mb_per_s, p["alpha"], p["beta"], p["bw_normalisation"]
+        )
         routes = migration_routes(self.n_branches, self.listed, scores)
         if routes != self.routes:
             for tag, (old, new) in enumerate(zip(self.routes, routes, strict=True)):
@@ -961,6 +979,14 @@ class BackpressureModel(Model):
             "title": "beta (I/O difference weight)",
             "description": "Paper 003 Table 1 best: weight of IOn_b; bandwidth gets 1-alpha-beta.",
         },
+        "bw_normalisation": {
+            "type": "string",
+            "enum": list(BW_NORMALISATIONS),
+            "default": "max",
+            "title": "BWn normalisation",
+            "description": "[interpreted] BWn in the branch score: BW / max over the branches, "
+            "or min-max like IOn (the paper says only 'normalised').",
+        },
         "migration_flow_control": {
             "type": "string",
             "enum": list(FLOW_CONTROLS),
@@ -1168,35 +1194,37 @@ class BackpressureModel(Model):
         )
 
     def figure(self, results: list[tuple[ModelPoint, ModelResult]]) -> Any:
-        """Completed fraction vs time per strategy (paper 003 Figs. 7-8); with several
-        totals also the completion time vs total volume (Table 2)."""
+        """Completed fraction vs time per strategy at 1 GB (paper 003 Fig. 7, when that
+        volume was run) and at the largest volume (Fig. 8); with several totals also the
+        completion time vs total volume (Table 2)."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         totals = sorted({r.metrics["total_mb"] for _, r in results})
-        panels = 2 if len(totals) > 1 else 1
+        # Fig. 7 is 1 GB, Fig. 8 the largest volume (5 GB in the paper).
+        shown = [t for t in totals[:-1] if t == FIG7_TOTAL_MB] + [totals[-1]]
+        panels = len(shown) + (1 if len(totals) > 1 else 0)
         fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
-        ax = axes[0][0]
-        shown = totals[-1]  # the largest volume, as in Fig. 8
-        for point, result in results:
-            if result.metrics["total_mb"] != shown or point.repetition != 0:
-                continue
-            ax.plot(
-                [0.0, *result.time_s],
-                [0.0, *(100 * f for f in result.series["completed_fraction"])],
-                marker="o",
-                markersize=3,
-                label=point.strategy,
-            )
-        ax.set_xlabel("time (simulated s)")
-        ax.set_ylabel("completed volume (%)")
-        ax.set_title(f"completed fraction, {shown:g} MB")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        if panels == 2:
-            ax = axes[0][1]
+        for ax, total in zip(axes[0], shown, strict=False):
+            for point, result in results:
+                if result.metrics["total_mb"] != total or point.repetition != 0:
+                    continue
+                ax.plot(
+                    [0.0, *result.time_s],
+                    [0.0, *(100 * f for f in result.series["completed_fraction"])],
+                    marker="o",
+                    markersize=3,
+                    label=point.strategy,
+                )
+            ax.set_xlabel("time (simulated s)")
+            ax.set_ylabel("completed volume (%)")
+            ax.set_title(f"completed fraction, {total:g} MB")
+            ax.legend()
+            ax.grid(alpha=0.3)
+        if len(totals) > 1:
+            ax = axes[0][-1]
             rows = pd.DataFrame(
                 [
                     {

@@ -10,9 +10,15 @@ improvement of the standard deviation of node load falls below ``min_improvement
 **[interpretation]** The paper moves "the highest-rate bucket"; when that bucket is so
 large that moving it would not lower the standard deviation by the threshold, we try the
 node's next buckets in decreasing rate and stop only when none qualifies (moving a
-bucket that raises the deviation is never done). The paper's utilisation thresholds and
-node provisioning (elastic scaling) are the ``elastic`` model (``models/elastic.py``, which
-calls ``balance_load``); here the node count is fixed.
+bucket that raises the deviation is never done). The paper's node provisioning (elastic
+scaling) is the ``elastic`` model (``models/elastic.py``, which calls ``balance_load``);
+here the node count is fixed.
+
+**Trigger (UIT).** Paper 001 runs BalanceLoad only when the standard deviation of node
+utilisation exceeds ``UIT``. Without node capacities here, utilisation is a node's load
+relative to the mean: a plan rebalances only when ``std(L) / mean(L) > uit`` (Param
+``uit``, default 0.05 as the ``elastic`` model's ``UIT``; 0 = every plan, the behaviour
+before the trigger). An untriggered plan keeps the map and moves nothing.
 """
 
 from __future__ import annotations
@@ -105,6 +111,14 @@ class BalanceLoadStrategy(Strategy):
             "default": 100_000,
             "description": "Budget: bucket moves per plan.",
         },
+        "uit": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 10,
+            "default": 0.05,
+            "description": "Paper 001's UIT: rebalance only when std / mean of node load "
+            "exceeds this (0 = every plan).",
+        },
     }
 
     def initial_router(self, n_nodes: int) -> BucketMap:
@@ -125,6 +139,9 @@ class BalanceLoadStrategy(Strategy):
         on_node = np.bincount(
             bucket.astype(np.int64) * n + loads.node, weights=loads.load, minlength=n_buckets * n
         ).reshape(n_buckets, n)
+        spread = float(view.node_loads.std()) / max(view.mean, 1e-300)
+        if spread <= self.settings["uit"]:  # below UIT: BalanceLoad is not triggered
+            return replace(Delta.empty(), router=router, info={"bucket_moves": 0})
         threshold = self.settings["min_improvement"] * max(view.mean, 1e-300)
         owner, _, moves = balance_load(
             rate, on_node, router.owner, view.node_loads, threshold, self.settings["max_moves"]
