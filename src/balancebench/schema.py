@@ -120,6 +120,34 @@ def integer_spec(default: int, title: str, description: str, **bounds: int) -> d
     }
 
 
+def positive_number_spec(
+    default: float, title: str, description: str, **bounds: float
+) -> dict[str, Any]:
+    """A ``number > 0`` (at most ``1e9`` unless ``bounds`` say otherwise)."""
+    return number_spec(
+        default, title, description, **{"exclusiveMinimum": 0, "maximum": 1e9, **bounds}
+    )
+
+
+def share_spec(default: float, title: str, description: str) -> dict[str, Any]:
+    """A share strictly between 0 and 1."""
+    return number_spec(default, title, description, exclusiveMinimum=0, exclusiveMaximum=1)
+
+
+def array_spec(
+    items: dict[str, Any], default: list[Any], title: str, description: str, **bounds: int
+) -> dict[str, Any]:
+    """An ``array`` of ``items``; ``bounds`` are ``minItems`` / ``maxItems``."""
+    return {
+        "type": "array",
+        "items": items,
+        **bounds,
+        "default": default,
+        "title": title,
+        "description": description,
+    }
+
+
 def spec_defaults(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Every property's ``default`` (deep copies, so callers may mutate them)."""
     return {k: copy.deepcopy(s["default"]) for k, s in properties.items() if "default" in s}

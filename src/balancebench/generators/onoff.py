@@ -68,6 +68,7 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
+from balancebench.schema import positive_number_spec
 
 SCHEMA = pa.schema(
     [
@@ -94,17 +95,6 @@ HIGH_SHARE_SLACK = 0.01
 RATE_SCALING_TOLERANCE = 1e-9
 
 
-def _positive(default: float, maximum: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "maximum": maximum,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
-
-
 OWN_PARAMS: dict[str, dict[str, Any]] = {
     "onoff_sources": {
         "type": "integer",
@@ -114,14 +104,23 @@ OWN_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Sources",
         "description": "On/off data sources (paper 004: 100 nodes in 10 subnets).",
     },
-    "onoff_duration_s": _positive(
-        60.0, 1e9, "Duration (s)", "Length of the generated timeline; phases tile [0, duration]."
+    "onoff_duration_s": positive_number_spec(
+        60.0,
+        "Duration (s)",
+        "Length of the generated timeline; phases tile [0, duration].",
+        maximum=1e9,
     ),
-    "onoff_mean_work_s": _positive(
-        4.0, 1e9, "Mean work phase (s)", "Work phase lengths are exponential with this mean."
+    "onoff_mean_work_s": positive_number_spec(
+        4.0,
+        "Mean work phase (s)",
+        "Work phase lengths are exponential with this mean.",
+        maximum=1e9,
     ),
-    "onoff_mean_idle_s": _positive(
-        2.0, 1e9, "Mean idle phase (s)", "Idle phase lengths are exponential with this mean."
+    "onoff_mean_idle_s": positive_number_spec(
+        2.0,
+        "Mean idle phase (s)",
+        "Idle phase lengths are exponential with this mean.",
+        maximum=1e9,
     ),
     "onoff_high_low_ratio": {
         "type": "number",
@@ -147,11 +146,11 @@ OWN_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Target system load",
         "description": "Expected offered load / capacity (paper 004: 0.8); sets the rates.",
     },
-    "onoff_capacity_tuples_per_s": _positive(
+    "onoff_capacity_tuples_per_s": positive_number_spec(
         100_000.0,
-        1e12,
         "System capacity (tuples/s)",
         "Total processing capacity the load refers to (default 100 nodes x 1000 tuples/s).",
+        maximum=1e12,
     ),
 }
 

@@ -77,7 +77,7 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
-from balancebench.schema import number_spec
+from balancebench.schema import positive_number_spec
 
 PACKETS_SCHEMA = pa.schema(
     [
@@ -123,10 +123,6 @@ BURSTINESS_STATISTICS = (
 )
 
 
-def _number(default: float, title: str, description: str) -> dict[str, Any]:
-    return number_spec(default, title, description, exclusiveMinimum=0, maximum=1e9)
-
-
 OWN_PARAMS: dict[str, dict[str, Any]] = {
     "packets_total_mb": {
         "type": "integer",
@@ -138,7 +134,9 @@ OWN_PARAMS: dict[str, dict[str, Any]] = {
         "description": "Traffic volume; packets = total / packet size (a count of packets, "
         "not bytes on disk). Paper 003's presets: 500, 1000 (1 GB), 2000, 5000 MB.",
     },
-    "packets_size_mb": _number(1.0, "Packet size (MB)", "Size of every packet (paper 003: 1 MB)."),
+    "packets_size_mb": positive_number_spec(
+        1.0, "Packet size (MB)", "Size of every packet (paper 003: 1 MB)."
+    ),
     "packets_branches": {
         "type": "integer",
         "minimum": 1,
@@ -157,16 +155,16 @@ OWN_PARAMS: dict[str, dict[str, Any]] = {
         "description": "Long-run share of packets per branch (one per branch, sum 1); also "
         "the probability that a burst favours that branch.",
     },
-    "packets_base_rate_mb_per_s": _number(
+    "packets_base_rate_mb_per_s": positive_number_spec(
         20.0, "Base rate (MB/s)", "Sending rate between bursts (Poisson arrivals)."
     ),
-    "packets_burst_rate_mb_per_s": _number(
+    "packets_burst_rate_mb_per_s": positive_number_spec(
         100.0, "Burst rate (MB/s)", "Sending rate during a burst (>= the base rate)."
     ),
-    "packets_mean_burst_s": _number(
+    "packets_mean_burst_s": positive_number_spec(
         2.0, "Mean burst length (s)", "Burst lengths are exponential with this mean."
     ),
-    "packets_mean_calm_s": _number(
+    "packets_mean_calm_s": positive_number_spec(
         8.0,
         "Mean calm length (s)",
         "Lengths of the calm phases between bursts are exponential with this mean.",

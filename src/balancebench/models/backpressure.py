@@ -91,7 +91,7 @@ import pandas as pd
 import simpy
 
 from balancebench.models.base import Model, ModelPoint, ModelResult
-from balancebench.schema import number_spec
+from balancebench.schema import array_spec, integer_spec, positive_number_spec, share_spec
 
 CREDIT = "credit"
 MIGRATION = "migration"
@@ -324,6 +324,7 @@ def load_packets(dataset_dir: str | Path) -> pd.DataFrame:
 BW_NORMALISATIONS = ("max", "min_max")
 #: Paper 003 Fig. 7's volume (MB): its completion curve is drawn when a run includes it.
 FIG7_TOTAL_MB = 1000.0
+
 
 class NodeQueue:
     """A fixed-length FIFO (``simpy.Store``) with hooks after every put and get.
@@ -819,52 +820,9 @@ class _Network:
 # ---- the model ------------------------------------------------------------------------
 
 
-def _number(default: float, title: str, description: str, **bounds: float) -> dict[str, Any]:
-    """A positive number (``> 0, <= 1e9`` unless ``bounds`` say otherwise)."""
-    return number_spec(
-        default, title, description, **{"exclusiveMinimum": 0, "maximum": 1e9, **bounds}
-    )
-
-
-def _share(default: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "exclusiveMaximum": 1,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
-
-
-def _per_branch(
-    default: list[float], title: str, description: str, *, integer: bool = False
-) -> dict[str, Any]:
-    item: dict[str, Any] = (
-        {"type": "integer", "minimum": 1, "maximum": 10**6}
-        if integer
-        else {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
-    )
-    return {
-        "type": "array",
-        "items": item,
-        "minItems": 1,
-        "maxItems": 64,
-        "default": default,
-        "title": title,
-        "description": description + " One value per branch.",
-    }
-
-
-def _queue(default: int, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 10**6,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
+#: Items of the per-branch Params (one value per branch).
+_BRANCH_NUMBER: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
+_BRANCH_INTEGER: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 10**6}
 
 
 class BackpressureModel(Model):
@@ -878,51 +836,80 @@ class BackpressureModel(Model):
     strategies: ClassVar[tuple[str, ...]] = (CREDIT, MIGRATION)
     dataset: ClassVar[str] = "packets"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
-        "source_service_rate_mb_per_s": _number(
+        "source_service_rate_mb_per_s": positive_number_spec(
             1000.0, "Source service rate (MB/s)", "[reconstructed] Splitter's service rate."
         ),
-        "branch_service_rate_mb_per_s": _per_branch(
+        "branch_service_rate_mb_per_s": array_spec(
+            _BRANCH_NUMBER,
             [35.0, 45.0, 60.0],
             "Branch service rates (MB/s)",
-            "[reconstructed] Each branch node's consumer rate (heterogeneous nodes).",
+            "[reconstructed] Each branch node's consumer rate (heterogeneous nodes). One value "
+            "per branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "sink_service_rate_mb_per_s": _number(
+        "sink_service_rate_mb_per_s": positive_number_spec(
             500.0, "Sink service rate (MB/s)", "[reconstructed] Output node's counting rate."
         ),
-        "source_link_bandwidth_mb_per_s": _per_branch(
+        "source_link_bandwidth_mb_per_s": array_spec(
+            _BRANCH_NUMBER,
             [200.0, 150.0, 250.0],
             "Source -> branch bandwidths (MB/s)",
-            "[reconstructed] Bandwidth of the link from the source to each branch.",
+            "[reconstructed] Bandwidth of the link from the source to each branch. One value per "
+            "branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "sink_link_bandwidth_mb_per_s": _per_branch(
+        "sink_link_bandwidth_mb_per_s": array_spec(
+            _BRANCH_NUMBER,
             [100.0, 150.0, 200.0],
             "Branch -> sink bandwidths (MB/s)",
-            "[reconstructed] Bandwidth of the link from each branch to the sink.",
+            "[reconstructed] Bandwidth of the link from each branch to the sink. One value per "
+            "branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "source_link_delay_s": _per_branch(
+        "source_link_delay_s": array_spec(
+            _BRANCH_NUMBER,
             [0.002, 0.005, 0.003],
             "Source -> branch delays (s)",
             "[reconstructed] Propagation delay of the link from the source to each branch "
-            "(signals back to the source take the same delay).",
+            "(signals back to the source take the same delay). One value per branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "sink_link_delay_s": _per_branch(
+        "sink_link_delay_s": array_spec(
+            _BRANCH_NUMBER,
             [0.004, 0.002, 0.006],
             "Branch -> sink delays (s)",
-            "[reconstructed] Propagation delay of the link from each branch to the sink.",
+            "[reconstructed] Propagation delay of the link from each branch to the sink. One "
+            "value per branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "source_queue_packets": _queue(
-            64, "Source queue (packets)", "[reconstructed] Fixed queue length of the source."
+        "source_queue_packets": integer_spec(
+            64,
+            "Source queue (packets)",
+            "[reconstructed] Fixed queue length of the source.",
+            minimum=1,
+            maximum=10**6,
         ),
-        "branch_queue_packets": _per_branch(
+        "branch_queue_packets": array_spec(
+            _BRANCH_INTEGER,
             [32, 32, 32],
             "Branch queues (packets)",
-            "[reconstructed] Fixed queue length of each branch node.",
-            integer=True,
+            "[reconstructed] Fixed queue length of each branch node. One value per branch.",
+            minItems=1,
+            maxItems=64,
         ),
-        "sink_queue_packets": _queue(
-            64, "Sink queue (packets)", "[reconstructed] Fixed queue length of the sink."
+        "sink_queue_packets": integer_spec(
+            64,
+            "Sink queue (packets)",
+            "[reconstructed] Fixed queue length of the sink.",
+            minimum=1,
+            maximum=10**6,
         ),
-        "resume_share": _share(
+        "resume_share": share_spec(
             0.5,
             "Resume level",
             "Paper 003: a stopped node sends 'resume' when its queue is down to this share.",
@@ -934,22 +921,22 @@ class BackpressureModel(Model):
             "title": "Service times",
             "description": "[reconstructed] size / rate exactly, or exponential with that mean.",
         },
-        "credit_interval_s": _number(
+        "credit_interval_s": positive_number_spec(
             0.05,
             "Credit interval (s)",
             "[reconstructed] How often a receiver grants its free slots as credits.",
         ),
-        "detection_interval_s": _number(
+        "detection_interval_s": positive_number_spec(
             0.5,
             "Detection interval (s)",
             "[reconstructed] How often the migration strategy checks, scores and recovers.",
         ),
-        "backpressure_queue_share": _share(
+        "backpressure_queue_share": share_spec(
             0.8,
             "Back-pressure queue use",
             "Paper 003: a node is back-pressured above this queue use (and input > output).",
         ),
-        "recovery_queue_share": _share(
+        "recovery_queue_share": share_spec(
             0.3,
             "Recovery queue use",
             "[reconstructed] Listed nodes below this queue use end the migration.",
@@ -995,7 +982,7 @@ class BackpressureModel(Model):
             "description": "[interpreted] Flow control under the migration strategy: the paper's "
             "stop/resume nodes, or credits (isolates the effect of migration).",
         },
-        "sample_interval_s": _number(
+        "sample_interval_s": positive_number_spec(
             5.0, "Sample interval (s)", "Paper 003: completed fraction every 5 s."
         ),
         "synthetic_total_mb": {
@@ -1025,7 +1012,7 @@ class BackpressureModel(Model):
             "where it stopped (the rest of the schedule moves by the pause); catch_up: the "
             "schedule keeps its times and the backlog is sent at once after a resume.",
         },
-        "max_simulated_s": _number(
+        "max_simulated_s": positive_number_spec(
             1e6, "Simulated time limit (s)", "Abort a run that has not finished by then."
         ),
     }

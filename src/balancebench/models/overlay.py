@@ -134,26 +134,26 @@ CHORD_BITS = 32
 MIN_CORRELATION_POINTS = 3
 
 
-def _number(default: float, minimum: float, maximum: float, title: str, text: str) -> dict:
-    return number_spec(default, title, text, minimum=minimum, maximum=maximum)
-
-
-def _integer(default: int, minimum: int, maximum: int, title: str, text: str) -> dict:
-    return integer_spec(default, title, text, minimum=minimum, maximum=maximum)
-
-
 PARAM_SCHEMA: dict[str, dict[str, Any]] = {
-    "nodes": _integer(100, 2, 10_000, "Hosts", "Hosts of the overlay (paper 004: 100)."),
-    "subnets": _integer(10, 1, 10_000, "Subnets", "Subnets the hosts are split into (paper: 10)."),
-    "k": _integer(
-        8, 2, 64, "Tree arity k", "Children per inner node of the k-ary tree (paper: 8)."
+    "nodes": integer_spec(
+        100, "Hosts", "Hosts of the overlay (paper 004: 100).", minimum=2, maximum=10_000
     ),
-    "eps": _number(
+    "subnets": integer_spec(
+        10, "Subnets", "Subnets the hosts are split into (paper: 10).", minimum=1, maximum=10_000
+    ),
+    "k": integer_spec(
+        8,
+        "Tree arity k",
+        "Children per inner node of the k-ary tree (paper: 8).",
+        minimum=2,
+        maximum=64,
+    ),
+    "eps": number_spec(
         0.1,
-        0.0,
-        1.0,
         "State threshold eps",
         "High: L >= Lbar + eps, low: L <= Lbar - eps (share of a host) [reconstructed value].",
+        minimum=0.0,
+        maximum=1.0,
     ),
     "period_s": {
         "type": "number",
@@ -171,16 +171,20 @@ PARAM_SCHEMA: dict[str, dict[str, Any]] = {
         "title": "Duration (s)",
         "description": "Simulated time (paper 004's figures: 20 s); at most the dataset's.",
     },
-    "stats_window_periods": _integer(
-        5, 1, 10_000, "Statistics window", "Periods of load history used by each round."
+    "stats_window_periods": integer_spec(
+        5,
+        "Statistics window",
+        "Periods of load history used by each round.",
+        minimum=1,
+        maximum=10_000,
     ),
-    "target_load": _number(
+    "target_load": number_spec(
         0.8,
-        0.0,
-        1.0,
         "Average load",
         "Expected offered work / capacity of all hosts (paper: 0.8; swept 0-0.8); the "
         "dataset's rates are rescaled to it.",
+        minimum=0.0,
+        maximum=1.0,
     ),
     "node_capacity_tuples_per_s": {
         "type": "number",
@@ -190,34 +194,64 @@ PARAM_SCHEMA: dict[str, dict[str, Any]] = {
         "title": "Host capacity (tuples/s)",
         "description": "Source tuples per second one nominal host processes along chains.",
     },
-    "chain_length": _integer(
-        4, 1, 100, "Operators per source", "Chain of operators each source feeds [reconstructed]."
+    "chain_length": integer_spec(
+        4,
+        "Operators per source",
+        "Chain of operators each source feeds [reconstructed].",
+        minimum=1,
+        maximum=100,
     ),
-    "landmarks": _integer(4, 1, 64, "Landmarks", "Landmark hosts of the delay vectors (paper: n)."),
-    "hilbert_bits": _integer(
-        3, 1, 16, "Hilbert bits", "Quantisation bits per delay dimension (paper: 2^m >= k)."
+    "landmarks": integer_spec(
+        4, "Landmarks", "Landmark hosts of the delay vectors (paper: n).", minimum=1, maximum=64
     ),
-    "intra_subnet_delay_s": _number(
-        0.001, 0.0, 10.0, "Intra-subnet delay (s)", "Host-to-host delay in one subnet."
+    "hilbert_bits": integer_spec(
+        3,
+        "Hilbert bits",
+        "Quantisation bits per delay dimension (paper: 2^m >= k).",
+        minimum=1,
+        maximum=16,
     ),
-    "inter_subnet_delay_s": _number(
-        0.02, 0.0, 10.0, "Inter-subnet delay (s)", "Extra delay across two forwarding devices."
+    "intra_subnet_delay_s": number_spec(
+        0.001,
+        "Intra-subnet delay (s)",
+        "Host-to-host delay in one subnet.",
+        minimum=0.0,
+        maximum=10.0,
     ),
-    "delay_jitter": _number(
-        0.5, 0.0, 0.99, "Delay jitter", "Edge delays x U[1 - jitter, 1 + jitter] [reconstructed]."
+    "inter_subnet_delay_s": number_spec(
+        0.02,
+        "Inter-subnet delay (s)",
+        "Extra delay across two forwarding devices.",
+        minimum=0.0,
+        maximum=10.0,
     ),
-    "cpu_speed_spread": _number(
-        0.0, 0.0, 0.9, "CPU speed spread", "Host speeds U[1 - s, 1 + s], mean 1 (0: identical)."
+    "delay_jitter": number_spec(
+        0.5,
+        "Delay jitter",
+        "Edge delays x U[1 - jitter, 1 + jitter] [reconstructed].",
+        minimum=0.0,
+        maximum=0.99,
     ),
-    "rho_cap": _number(
-        0.95,
+    "cpu_speed_spread": number_spec(
         0.0,
-        0.999,
+        "CPU speed spread",
+        "Host speeds U[1 - s, 1 + s], mean 1 (0: identical).",
+        minimum=0.0,
+        maximum=0.9,
+    ),
+    "rho_cap": number_spec(
+        0.95,
         "Utilisation cap",
         "M/M/1 inflation 1/(1 - min(rho, cap)) [reconstructed].",
+        minimum=0.0,
+        maximum=0.999,
     ),
-    "operator_state_mb": _number(
-        1.0, 0.0, 1e6, "Operator state (MB)", "State moved with an operator [reconstructed]."
+    "operator_state_mb": number_spec(
+        1.0,
+        "Operator state (MB)",
+        "State moved with an operator [reconstructed].",
+        minimum=0.0,
+        maximum=1e6,
     ),
     "intra_subnet_bandwidth_mb_per_s": number_spec(
         100.0,
@@ -233,14 +267,26 @@ PARAM_SCHEMA: dict[str, dict[str, Any]] = {
         exclusiveMinimum=0,
         maximum=1e6,
     ),
-    "ldi_min_load": _number(
-        0.01, 0.0, 1.0, "LDI remainder delta", "A low entry is kept while its remainder > delta."
+    "ldi_min_load": number_spec(
+        0.01,
+        "LDI remainder delta",
+        "A low entry is kept while its remainder > delta.",
+        minimum=0.0,
+        maximum=1.0,
     ),
-    "ldi_match_min_entries": _integer(
-        1, 0, 10_000, "LDI list delta", "A tree node matches when its lists hold more entries."
+    "ldi_match_min_entries": integer_spec(
+        1,
+        "LDI list delta",
+        "A tree node matches when its lists hold more entries.",
+        minimum=0,
+        maximum=10_000,
     ),
-    "synthetic_sources": _integer(
-        100, 1, 100_000, "Sources (no dataset)", "On/off sources when no dataset is given."
+    "synthetic_sources": integer_spec(
+        100,
+        "Sources (no dataset)",
+        "On/off sources when no dataset is given.",
+        minimum=1,
+        maximum=100_000,
     ),
 }
 

@@ -100,6 +100,7 @@ import numpy as np
 from balancebench.generators.common import load_manifest, read_table
 from balancebench.generators.tasks import CLUSTERS, word_shares
 from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.schema import number_spec
 
 #: Most assignments (nodes ** tasks) :func:`brute_force_optimum` enumerates, in blocks of
 #: ``BRUTE_FORCE_BLOCK``.
@@ -506,39 +507,8 @@ def input_from_dataset(dataset_dir: str | Path) -> SchedulingInput:
 # --- the model ---------------------------------------------------------------------
 
 
-def _percent(default: float, below: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "minimum": 0,
-        "exclusiveMaximum": below,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
-
-
-def _weight(default: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "minimum": 0,
-        "maximum": 1,
-        "default": default,
-        "title": title,
-        "description": description + " a + b + c must be 1.",
-    }
-
-
-def _background(default: float, title: str, description: str) -> dict[str, Any]:
-    return {
-        "type": ["number", "array"],
-        "minimum": 0,
-        "maximum": 1e6,
-        "items": {"type": "number", "minimum": 0, "maximum": 1e6},
-        "minItems": 1,
-        "default": default,
-        "title": title,
-        "description": description,
-    }
+#: Items of a per-node background amount (cores or GB busy on each node).
+_PER_NODE_AMOUNT: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1e6}
 
 
 class SchedulingModel(Model):
@@ -553,12 +523,26 @@ class SchedulingModel(Model):
     strategies = ("round_robin", "swpts", "acts", "adaptive")
     dataset = "tasks"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
-        "weight_cpu": _weight(ONE_THIRD, "SWPTS: CPU weight a", "Weight a of (1 - CPU use) in Ew."),
-        "weight_mem": _weight(
-            ONE_THIRD, "SWPTS: memory weight b", "Weight b of (1 - mem use) in Ew."
+        "weight_cpu": number_spec(
+            ONE_THIRD,
+            "SWPTS: CPU weight a",
+            "Weight a of (1 - CPU use) in Ew. a + b + c must be 1.",
+            minimum=0,
+            maximum=1,
         ),
-        "weight_mem_total": _weight(
-            ONE_THIRD, "SWPTS: total-memory weight c", "Weight c of memtotal / max memtotal in Ew."
+        "weight_mem": number_spec(
+            ONE_THIRD,
+            "SWPTS: memory weight b",
+            "Weight b of (1 - mem use) in Ew. a + b + c must be 1.",
+            minimum=0,
+            maximum=1,
+        ),
+        "weight_mem_total": number_spec(
+            ONE_THIRD,
+            "SWPTS: total-memory weight c",
+            "Weight c of memtotal / max memtotal in Ew. a + b + c must be 1.",
+            minimum=0,
+            maximum=1,
         ),
         "eps": {
             "type": "number",
@@ -609,18 +593,32 @@ class SchedulingModel(Model):
             "description": "profile: the dataset's nodes under the background load below; "
             "proc: this machine as one node, read from /proc/stat and /proc/meminfo.",
         },
-        "background_busy_cores": _background(
-            0.5,
-            "Profile: background busy cores",
-            "Cores kept busy on each node before the job (OS, TaskManager): one number for "
-            "every node or one per node. CPU use = busy / cores (capped at 1).",
-        ),
-        "background_mem_gb": _background(
-            1.0,
-            "Profile: background memory (GB)",
-            "Memory used on each node before the job (default: Flink 1.4's 1 GB TaskManager "
-            "heap): one number or one per node. Memory use = used / memory_gb (capped at 1).",
-        ),
+        "background_busy_cores": {
+            **number_spec(
+                0.5,
+                "Profile: background busy cores",
+                "Cores kept busy on each node before the job (OS, TaskManager): one number for "
+                "every node or one per node. CPU use = busy / cores (capped at 1).",
+                minimum=0,
+                maximum=1e6,
+            ),
+            "type": ["number", "array"],
+            "items": _PER_NODE_AMOUNT,
+            "minItems": 1,
+        },
+        "background_mem_gb": {
+            **number_spec(
+                1.0,
+                "Profile: background memory (GB)",
+                "Memory used on each node before the job (default: Flink 1.4's 1 GB TaskManager "
+                "heap): one number or one per node. Memory use = used / memory_gb (capped at 1).",
+                minimum=0,
+                maximum=1e6,
+            ),
+            "type": ["number", "array"],
+            "items": _PER_NODE_AMOUNT,
+            "minItems": 1,
+        },
         "task_costs_s": {
             "type": ["array", "null"],
             "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9},
