@@ -122,14 +122,7 @@ CASES = [
 ]
 
 
-def test_key_level_scale_out_rehomes_state_and_keeps_every_pair(spark, streams):
-    """``mnrt`` under memory-driven scale-out on eq5 (full history): it starts on one
-    node; after batch 0 (all state on node 0, above capacity) the active nodes become
-    ``max(2, ceil(state / capacity))``, every stored tuple moves to ``pmod(hash(key),
-    active)`` (counted), and batch 1 finds the state exactly there; every batch passes
-    the oracle (no pair lost or doubled by the move)."""
-    from balancebench.hashing import home_nodes
-
+def _scale_out_run(spark, streams, name: str):
     df, interval, pdf = streams["eq5"]
     first = pdf[pdf["batch"] == 0]
     capacity = len(first) // 2 + 1
@@ -140,20 +133,45 @@ def test_key_level_scale_out_rehomes_state_and_keeps_every_pair(spark, streams):
         interval_s=interval,
         node_capacity_state_tuples=capacity,
     )
-    router = make_router(get_strategy("mnrt", n_nodes=N_NODES), N_NODES, 0.05, capacity)
-    results = Engine(spark, df, config, router, "mnrt").run()
+    router = make_router(get_strategy(name, n_nodes=N_NODES), N_NODES, 0.05, capacity)
+    results = Engine(spark, df, config, router, name).run()  # raises OracleMismatch
     assert all(r.oracle_passed for r in results)
+    assert sum(r.result_rows for r in results) > 100
+    # One node at first; after batch 0 (all state on node 0, above capacity) the active
+    # nodes become max(2, ceil(state / capacity)).
     assert results[0].nodes_used == 1 and results[0].node_state[0] == len(first)
     active = max(2, -(-len(first) // capacity))
     assert results[0].extra["scaled_out"] == 1.0
     assert results[0].extra["nodes_active"] == active
-    keys = first["key"].to_numpy()
+    assert results[1].extra["nodes_active"] >= active
+    return results, pdf, active
+
+
+def test_hash_scale_out_rehomes_every_stored_tuple(spark, streams):
+    """``hash`` (no planner) under memory-driven scale-out: every stored tuple moves to
+    ``pmod(hash(key), active)`` (counted) and batch 1 finds the state exactly there;
+    every batch passes the oracle (no pair lost or doubled by the move)."""
+    from balancebench.hashing import home_nodes
+
+    results, pdf, active = _scale_out_run(spark, streams, "hash")
+    keys = pdf[pdf["batch"] == 0]["key"].to_numpy()
     assert results[0].migrated_tuples == int((home_nodes(keys, active) != 0).sum()) > 0
     upto = pdf[pdf["batch"] <= 1]["key"].to_numpy()
     want = np.bincount(home_nodes(upto, active), minlength=N_NODES)
     assert np.array_equal(results[1].node_state, want)
-    assert results[1].extra["nodes_active"] >= active
-    assert sum(r.result_rows for r in results) > 100
+
+
+def test_planner_scale_out_fills_the_new_nodes_by_its_own_plan(spark, streams):
+    """``mnrt`` under scale-out: it adopts the placement (nothing moves by the new base)
+    and its plan on the state moves part of node 0's state to the empty nodes: the
+    scale-out batch has a plan that moves some but not all of the state, and after it
+    node 0 no longer holds everything; every batch passes the oracle."""
+    results, pdf, _ = _scale_out_run(spark, streams, "mnrt")
+    first = results[0]
+    assert first.plan is not None and first.plan.n_moves > 0
+    assert 0 < first.migrated_tuples < first.node_state.sum()
+    assert results[1].node_state[0] < results[1].node_state.sum()
+    assert np.count_nonzero(results[1].node_state) >= 2
 
 
 @pytest.mark.parametrize(("workload", "name", "windowed"), CASES)

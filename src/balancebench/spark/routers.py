@@ -450,6 +450,10 @@ class KeyLevelRouter(SparkRouter):
             return grown
         loads = stats.loads()
         plan = self.strategy.plan(loads, n_nodes=self.active, tolerance=self.tolerance)
+        return self._moves(plan, loads, stats)
+
+    def _moves(self, plan: MigrationPlan, loads: KeyLoads, stats: BatchStats) -> Reassignment:
+        """A plan's moves, the new table, and the two-stream rule's copies after it."""
         self.table = self.strategy.routing_for(self.active)
         moves = Reassignment.from_plan(plan, loads)
         if self.operator == EQUI_JOIN and stats.state_r is not None:
@@ -460,16 +464,21 @@ class KeyLevelRouter(SparkRouter):
         return moves
 
     def _scale_out(self, stats: BatchStats) -> Reassignment | None:
-        """Memory-driven scale-out (paper 000 §4, last paragraph: a new node joins empty
-        and load moves to it by the new base routing): when a node holds more than
+        """Memory-driven scale-out (paper 000 §4, last paragraph: the algorithm treats a
+        new node as empty and moves load to it). When a node holds more than
         ``capacity`` state tuples after a batch, the active nodes grow to
-        ``max(active + 1, ceil(all state / capacity))`` (at most ``n_nodes``), the base
-        routing becomes ``pmod(hash(k), active)``, every stored tuple moves to its key's
-        new home (one copy of each: the two-stream rule's replicas are dropped) and the
-        routing table starts empty; the strategy plans again from the next batch. Our
-        base is modular hashing, not the consistent hashing the paper names as an
-        example, so a scale-out moves about ``1 - 1/active`` of the state, not
-        ``1/active``: the adjustment time (Fig. 5) is an upper bound for the planners."""
+        ``max(active + 1, ceil(all state / capacity))`` (at most ``n_nodes``) and the base
+        routing becomes ``pmod(hash(k), active)``. Then the balance adjustment:
+
+        - a planner (``qmmp``, ``mnrt``, ``readj``) adopts the current placement as its
+          routing table (nothing moves by the base change: every key off its new home
+          gets an entry) and plans on the *state* per (key, node) as the load, so its own
+          moves fill the empty nodes; that plan is the adjustment paper 000 Fig. 5 times
+          (the next batches plan on batch loads again);
+        - ``hash`` (no planner) moves every stored tuple to its key's new home (one copy
+          each) with an empty table. Our base is modular hashing, not the consistent
+          hashing the paper names as an example, so that moves about ``1 - 1/active`` of
+          the state, not ``1/active``."""
         if self.capacity is None or self.active >= self.n_nodes or len(stats.state) == 0:
             return None
         node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
@@ -477,9 +486,14 @@ class KeyLevelRouter(SparkRouter):
             return None
         needed = math.ceil(float(node_state.sum()) / self.capacity)
         self.active = min(self.n_nodes, max(self.active + 1, needed))
+        self.scaled_out = True
+        if self.strategy.plans:
+            memory = KeyLoads(stats.key, stats.node, stats.state.astype(np.float64), stats.state)
+            self.strategy.adopt(memory, self.active)
+            plan = self.strategy.plan(memory, n_nodes=self.active, tolerance=self.tolerance)
+            return self._moves(plan, memory, stats)
         self.table = self.strategy.routing_for(self.active)  # a new N: an empty table
         self.replicas = Replicas.none()
-        self.scaled_out = True
         active = self.active
         return Reassignment.rows(lambda state: rehome_state(state, active))
 
