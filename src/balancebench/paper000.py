@@ -184,7 +184,7 @@ _UNITS = {
     "latency_p99_s": "latency p99 (s)",
     "plan_time_ms_mean": "plan time (ms, mean over the plans)",
     "nodes_used_max": "nodes used (at the end of loading)",
-    "scale_out_adjustment_s_total": "balance-adjustment time of the scale-outs (s)",
+    "scale_out_adjustment_s_total": "adjustment time (s)",
 }
 _X_LABELS = {"zipf_s": "Zipf skew z", "tolerance": "balance tolerance"}
 
