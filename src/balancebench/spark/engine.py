@@ -287,7 +287,7 @@ class Engine(MicroBatchLoop):
                 f"{self.name}: tuples routed per node {received.tolist()} differ from the rows "
                 f"Spark's node tasks read {received_work.node_records_read.tolist()}"
             )
-        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n)
+        node_state = stats.node_state(self.n)
         if cfg.workload.operator == AGGREGATE:
             routed.unpersist()  # a join keeps its routed rows as the batch's new piece
         release(answer)

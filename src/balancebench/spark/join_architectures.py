@@ -176,7 +176,7 @@ class DynamicRouter(_ArchitectureRouter):
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
         if self.layout is None:
             return None
-        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        node_state = stats.node_state(self.n_nodes)
         grown = self.strategy.grown(self.layout, node_state, self.n_nodes, self.capacity)
         if grown is None:
             return None
@@ -257,7 +257,7 @@ class BiStreamRouter(_ArchitectureRouter):
         stop storing; stored tuples never move (random storage needs no migration)."""
         if self.capacity is None or self.layout is None:
             return None
-        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        node_state = stats.node_state(self.n_nodes)
         grown = self.strategy.grown(self.layout, node_state, self.capacity, self.n_nodes)
         if grown is not None:
             self.scaled_out = grown.member_count > self.layout.member_count

@@ -77,6 +77,10 @@ class BatchStats:
     def loads(self) -> KeyLoads:
         return KeyLoads(self.key, self.node, self.load, self.state)
 
+    def node_state(self, n_nodes: int) -> np.ndarray:
+        """State tuples each of ``n_nodes`` nodes holds after the batch."""
+        return np.bincount(self.node, weights=self.state, minlength=n_nodes)
+
 
 #: Side names of the engine's rows, by the strategies' side codes.
 SIDE_NAMES = {SIDE_R: "R", SIDE_S: "S"}
@@ -481,7 +485,7 @@ class KeyLevelRouter(SparkRouter):
           the state, not ``1/active``."""
         if self.capacity is None or self.active >= self.n_nodes or len(stats.state) == 0:
             return None
-        node_state = np.bincount(stats.node, weights=stats.state, minlength=self.n_nodes)
+        node_state = stats.node_state(self.n_nodes)
         if float(node_state.max()) <= self.capacity:
             return None
         needed = math.ceil(float(node_state.sum()) / self.capacity)

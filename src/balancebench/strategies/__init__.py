@@ -21,6 +21,7 @@ from balancebench.strategies.pkg import DChoicesStrategy, PkgStrategy, WChoicesS
 from balancebench.strategies.qmmp import QmmpStrategy
 from balancebench.strategies.readj import ReadjStrategy
 from balancebench.strategies.spark_native import SparkAqe, SparkSalting, SparkStreaming
+from balancebench.workloads import BAND_JOIN, EQUI_JOIN
 
 #: name -> class; add a strategy by writing its module and listing it here.
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -57,11 +58,11 @@ def check_scale_out(name: str, operator: str) -> None:
             f"node_capacity_state_tuples: {name!r} cannot add nodes to a running job; "
             f"allowed strategies: {sorted(SCALE_OUT)} (or node_capacity_state_tuples: null)"
         )
-    if operator not in ("equi_join", "band_join"):
+    if operator not in (EQUI_JOIN, BAND_JOIN):
         raise ValueError(
             f"node_capacity_state_tuples: scale-out runs on joins (their state grows with "
             f"history); the workload's operator is {operator!r}; allowed operators: "
-            "['band_join', 'equi_join'] (or node_capacity_state_tuples: null)"
+            f"{sorted([BAND_JOIN, EQUI_JOIN])} (or node_capacity_state_tuples: null)"
         )
 
 

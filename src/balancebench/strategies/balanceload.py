@@ -130,6 +130,9 @@ class BalanceLoadStrategy(Strategy):
 
     def _rebalance(self, view: PlanView) -> Delta:
         router: BucketMap = view.router
+        spread = float(view.node_loads.std()) / max(view.mean, 1e-300)
+        if spread <= self.settings["uit"]:  # below UIT: BalanceLoad is not triggered
+            return replace(Delta.empty(), router=router, info={"bucket_moves": 0})
         loads = view.loads
         n, n_buckets = view.n_nodes, router.n_buckets
         bucket = router.buckets(loads.key)
@@ -139,9 +142,6 @@ class BalanceLoadStrategy(Strategy):
         on_node = np.bincount(
             bucket.astype(np.int64) * n + loads.node, weights=loads.load, minlength=n_buckets * n
         ).reshape(n_buckets, n)
-        spread = float(view.node_loads.std()) / max(view.mean, 1e-300)
-        if spread <= self.settings["uit"]:  # below UIT: BalanceLoad is not triggered
-            return replace(Delta.empty(), router=router, info={"bucket_moves": 0})
         threshold = self.settings["min_improvement"] * max(view.mean, 1e-300)
         owner, _, moves = balance_load(
             rate, on_node, router.owner, view.node_loads, threshold, self.settings["max_moves"]

@@ -401,10 +401,14 @@ class Groups:
             return np.mod(salted_hash(keys, BI_KEY_SALT).astype(np.int64), k)
         return np.searchsorted(self.boundaries(side), keys, side="right").astype(np.int64)
 
+    def group_size(self, side: str) -> int:
+        """Nodes in ``side``'s group."""
+        return sum(len(m) for m in self.subgroup_members(side))
+
     @property
     def member_count(self) -> int:
         """Nodes in the groups."""
-        return sum(len(m) for side in ("R", "S") for m in self.subgroup_members(side))
+        return self.group_size("R") + self.group_size("S")
 
     @property
     def n_nodes(self) -> int:
@@ -415,8 +419,8 @@ class Groups:
     def describe(self) -> dict[str, Any]:
         return {
             "group_split": self.group_split,
-            "r_group_nodes": sum(len(m) for m in self.subgroup_members("R")),
-            "s_group_nodes": sum(len(m) for m in self.subgroup_members("S")),
+            "r_group_nodes": self.group_size("R"),
+            "s_group_nodes": self.group_size("S"),
             "r_subgroups": self.r_subgroups,
             "s_subgroups": self.s_subgroups,
             "subgroup_key_rule": self.key_rule,
