@@ -15,12 +15,22 @@ Printed, from the measured batches under the cost model (``balancebench.metrics`
   7-8 over 1-2 (one merge cycle each), and both ratios of ``spark_streaming``;
 - (c) at s = ``--skew`` (>= 1.0): mean per-batch service time (routing + slowest node,
   batches 1..) of ``mnrt`` and of ``spark_streaming``; target mnrt below.
+
+Every strategy of a cell runs ``--repeats`` times, the order rotated each round (the
+first run after a new dataset pays the JVM's warm-up and the new cache: measured, a
+cell's first strategy's batch 0 cost 2-8x the next one's), and every per-batch figure
+is the median over the repeats. The join's result rows per batch are printed too: on a
+full-history eq5 they grow with the batch index (a batch's lineitems meet every earlier
+supplier and its suppliers every earlier lineitem), so some growth of (b) is the
+workload's, not the engine's; Spark's own join is printed as the reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +70,11 @@ def run(spark, df, interval, name: str, params: dict, args: argparse.Namespace) 
     return execute(spark, df, config, strategy, name, params)
 
 
+def median_per_batch(runs: list[list], value: Callable[[Any], float]) -> list[float]:
+    """Per batch index, the median over the repeated runs of ``value(batch)``."""
+    return [float(np.median([value(run[i]) for run in runs])) for i in range(len(runs[0]))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor")
@@ -70,6 +85,9 @@ def main() -> None:
     )
     parser.add_argument("--skew", type=float, default=1.2, help="Zipf s of (c), >= 1.0")
     parser.add_argument("--rate", type=float, default=1_000_000.0, help="tuples per s")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=2, help="runs per strategy (median per batch)"
+    )
     args = parser.parse_args()
     if args.batches < 9:
         parser.error("--batches: at least 9 (target b compares batch 8 with batch 2)")
@@ -88,30 +106,39 @@ def main() -> None:
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-engine-vs-streaming", master="local[*]")
-    results: dict[tuple[float, str], list] = {}
+    #: (skew, strategy) -> one list of batches per repeat.
+    results: dict[tuple[float, str], list[list]] = {}
     for params in cells:
         skew = params["zipf_s"]
         folder, _ = generate("tpch", datasets_dir(), generator_params("tpch", params))
         stream = build_stream("eq5", folder, params)
         df, interval = load_replay(spark, stream, args.batches, args.senders)
-        for name in params["strategies"]:
-            batches = run(spark, df, interval, name, params, args)
-            results[(skew, name)] = batches
-            work = [float(b.node_work_s.sum()) for b in batches]
-            service = [b.costs().service_s for b in batches]
+        names = params["strategies"]
+        for r in range(args.repeats):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                batches = run(spark, df, interval, name, params, args)
+                results.setdefault((skew, name), []).append(batches)
+        for name in names:
+            runs = results[(skew, name)]
+            work = median_per_batch(runs, lambda b: float(b.node_work_s.sum()))
+            service = median_per_batch(runs, lambda b: b.costs().service_s)
+            rows = [b.result_rows for b in runs[0]]
             print(
                 f"eq5 s={skew:<4} {name:>16}: tuples/batch "
-                f"{int(np.mean([b.input_tuples for b in batches])):,}, node work/batch (ms) "
+                f"{int(np.mean([b.input_tuples for b in runs[0]])):,}, result rows/batch "
+                f"{rows}\n    node work/batch (ms, median of {len(runs)}) "
                 f"{[round(w * 1e3) for w in work]}, service/batch (ms) "
                 f"{[round(s * 1e3) for s in service]}",
                 flush=True,
             )
+            batches = runs[0]
             stages = sorted({k for b in batches for k in b.extra if k.startswith("node_work_")})
             mean_ms = {
-                k[10:-2]: np.mean([b.extra.get(k, 0.0) for b in batches]) * 1e3 for k in stages
+                k[10:-2]: np.mean([b.extra.get(k, 0.0) for run in runs for b in run]) * 1e3
+                for k in stages
             }
             received = np.mean([b.received_tuples for b in batches])
-            costs = [b.costs() for b in batches[1:]]
+            costs = [b.costs() for run in runs for b in run[1:]]
             print(
                 "    mean node work per batch by stage (ms): "
                 + ", ".join(f"{k} {v:.0f}" for k, v in mean_ms.items())
@@ -123,12 +150,13 @@ def main() -> None:
         df.unpersist()
 
     def per_tuple_us(key: tuple[float, str]) -> float:
-        batches = results[key]
-        work = sum(float(b.node_work_s.sum()) for b in batches)
-        return work / sum(b.input_tuples for b in batches) * 1e6
+        work = median_per_batch(results[key], lambda b: float(b.node_work_s.sum()))
+        return sum(work) / sum(b.input_tuples for b in results[key][0]) * 1e6
 
     def per_tuple(key: tuple[float, str]) -> list[float]:
-        return [float(b.node_work_s.sum()) / max(1, b.input_tuples) for b in results[key]]
+        return median_per_batch(
+            results[key], lambda b: float(b.node_work_s.sum()) / max(1, b.input_tuples)
+        )
 
     def growth(key: tuple[float, str]) -> float:
         per = per_tuple(key)
@@ -141,7 +169,9 @@ def main() -> None:
         return (per[7] + per[8]) / (per[1] + per[2])
 
     def service_ms(key: tuple[float, str]) -> float:
-        return float(np.mean([b.costs().service_s for b in results[key][1:]])) * 1e3
+        return (
+            float(np.mean(median_per_batch(results[key], lambda b: b.costs().service_s)[1:])) * 1e3
+        )
 
     a_hash, a_ss = per_tuple_us((0.0, "hash")), per_tuple_us((0.0, "spark_streaming"))
     print("\nTargets (issue 12, 4a-c):")

@@ -42,6 +42,17 @@ EXPERIMENTS: dict[str, dict] = {
         "tasks_total_words": 10_000_000,
         "tasks_sizes": [10, 8, 6, 10, 8, 6, 4, 4] * 2,
     },
+    # Paper 002 Fig. 5: efficiency per switch threshold eps. Parallelism 2-8 on the paper's
+    # 6 cores spans cluster use 0.5-1.0 under SWPTS, so adaptive switches at some eps.
+    "scheduling_eps": {
+        "model": "scheduling",
+        "repetitions": 3,
+        "tasks_total_words": 10_000_000,
+        "grid": {
+            "scheduling_eps": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+            "scheduling_parallelism": [2, 3, 4, 5, 6, 7, 8],
+        },
+    },
     # Paper 001 §5.2 Fig. 8: utilisation mean/std over time; the mean moves 2000 -> 8000 ...
     "elastic_mean_shift": {
         "model": "elastic",

@@ -180,6 +180,34 @@ def test_adaptive_switches_to_acts_only_above_eps():
     assert light["job_runtime_s"] == swpts["job_runtime_s"]
 
 
+def test_parallelism_runs_the_first_p_tasks_and_moves_the_switch():
+    # Given the default 8 tasks: parallelism 3 runs tasks 0-2 only (costs 10, 8, 6 words
+    # shares), so the ideal runtime is their cost over the 6 capacity units.
+    sizes = [10, 8, 6, 10, 8, 6, 4, 4]
+    three = MODEL.run(_point("swpts", parallelism=3, task_costs_s=sizes)).metrics
+    assert three["ideal_runtime_s"] == pytest.approx(24 / 6)
+    assert three["efficiency_share"] == pytest.approx(24 / 6 / three["job_runtime_s"])
+    # SWPTS puts 2 on the 4-core node and 1 on the 2-core one: use (0.5+2 + 0.5+1)/6.
+    assert three["cluster_use_share"] == pytest.approx(4 / 6)
+    below = MODEL.run(_point("adaptive", parallelism=3, eps=0.6)).metrics
+    above = MODEL.run(_point("adaptive", parallelism=3, eps=0.7)).metrics
+    assert below["switched_to_acts"] == 1.0 and above["switched_to_acts"] == 0.0
+
+
+def test_parallelism_above_the_tasks_is_refused_before_any_work():
+    from balancebench.models.sweep import validate_model_params
+
+    with pytest.raises(ValueError, match="scheduling_parallelism: 9; allowed"):
+        validate_model_params({"model": "scheduling", "grid": {"scheduling_parallelism": [2, 9]}})
+    with pytest.raises(ValueError, match="scheduling_parallelism: 3; allowed"):
+        validate_model_params(
+            {"model": "scheduling", "scheduling_parallelism": 3, "tasks_sizes": [1, 2]}
+        )
+    validate_model_params({"model": "scheduling", "scheduling_parallelism": 8})
+    with pytest.raises(ValueError, match="scheduling_parallelism: 9; allowed"):
+        MODEL.run(_point("swpts", parallelism=9))
+
+
 # --- the stream ----------------------------------------------------------------------
 
 
@@ -312,6 +340,21 @@ def test_figure_has_runtime_throughput_latency_panels():
     fig = MODEL.figure(results)
     assert len(fig.axes) == 3
     assert "runtime" in fig.axes[0].get_ylabel()
+
+
+def test_eps_grid_draws_fig5_efficiency_and_switch_share():
+    results = [
+        (p, MODEL.run(p))
+        for eps in (0.5, 0.9)
+        for parallelism in (2, 4)
+        for p in (_point(s, eps=eps, parallelism=parallelism) for s in ("swpts", "adaptive"))
+    ]
+    fig = MODEL.figure(results)
+    assert len(fig.axes) == 2
+    assert "efficiency" in fig.axes[0].get_ylabel()
+    # Parallelism 4 has use 0.75 under SWPTS: adaptive switches at eps 0.5 only.
+    switched = fig.axes[1].lines[0].get_ydata()
+    assert list(switched) == [0.5, 0.0]
 
 
 def test_brute_force_matches_plain_enumeration():

@@ -132,6 +132,12 @@ class Model(ABC):
                 f"{list(self.strategies)}"
             )
 
+    def check_sweep(self, params: dict[str, Any]) -> list[str]:
+        """Problems between the model's Params (the grid's values included, prefixed
+        ``<model>_``) and its dataset's Params, found before any work (one message per
+        problem, naming the field and what is allowed). None by default."""
+        return []
+
     @abstractmethod
     def run(self, point: ModelPoint) -> ModelResult:
         """Simulate one point (deterministic from ``point.seed``)."""

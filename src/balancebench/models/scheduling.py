@@ -553,6 +553,16 @@ class SchedulingModel(Model):
             "description": "adaptive re-places with ACTS when the cluster resource use under "
             "the SWPTS placement is above eps (paper: 80%, its Fig. 5).",
         },
+        "parallelism": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": 100_000,
+            "default": None,
+            "title": "Parallelism (tasks)",
+            "description": "The job's first p tasks of the dataset (null: all of them); at "
+            "most the dataset's task count. A grid over it varies the cluster use, e.g. for "
+            "the eps sweep of paper 002 Fig. 5.",
+        },
         "acts_iterations": {
             "type": "integer",
             "minimum": 1,
@@ -712,6 +722,9 @@ class SchedulingModel(Model):
         "cost_i / capacity_j of its tasks (simulated s).",
         "ideal_runtime_s": "sum of task costs / sum of capacities: the runtime of a perfectly "
         "divisible job (simulated s; a lower bound).",
+        "efficiency_share": "ideal_runtime_s / job_runtime_s: how close the placement comes "
+        "to a perfectly divisible job (1 = every node busy to the end; paper 002 Fig. 5's "
+        "'efficiency', which the paper does not define).",
         "round_robin_runtime_s": "Makespan of the round-robin placement of the same tasks "
         "(the baseline, simulated s).",
         "runtime_over_round_robin": "job_runtime_s / round_robin_runtime_s.",
@@ -753,6 +766,16 @@ class SchedulingModel(Model):
             )
         return values
 
+    def check_sweep(self, params: dict[str, Any]) -> list[str]:
+        tasks = len(params["tasks_sizes"])
+        key = "scheduling_parallelism"
+        asked = [params[key], *params["grid"].get(key, [])]
+        return [
+            f"{key}: {p}; allowed: null or at most the dataset's {tasks} tasks (tasks_sizes)"
+            for p in dict.fromkeys(asked)
+            if p is not None and p > tasks
+        ]
+
     # --- wiring ---
 
     def run(self, point: ModelPoint) -> ModelResult:
@@ -767,8 +790,15 @@ class SchedulingModel(Model):
             if point.dataset_dir
             else input_from_params(params)
         )
-        n_tasks = len(data.n_words)
         costs = self._task_costs(params, data)
+        if params["parallelism"] is not None:
+            if params["parallelism"] > len(costs):
+                raise ValueError(
+                    f"scheduling_parallelism: {params['parallelism']}; allowed: null or at "
+                    f"most the dataset's {len(costs)} tasks"
+                )
+            costs = costs[: params["parallelism"]]
+        n_tasks = len(costs)
         source = self._metrics_source(params, data)
         readings = source.read()  # read once, cached for the whole placement (§3.2)
         capacity = np.array([m.capacity for m in readings], dtype=np.float64)
@@ -814,6 +844,7 @@ class SchedulingModel(Model):
             "imbalance_max_over_mean": float(loads.max() / loads.mean() - 1.0),
             "job_runtime_s": runtime,
             "ideal_runtime_s": float(costs.sum() / capacity.sum()),
+            "efficiency_share": float(costs.sum() / capacity.sum()) / runtime,
             "round_robin_runtime_s": rr_runtime,
             "runtime_over_round_robin": runtime / rr_runtime,
             "runtime_reduction_vs_round_robin_share": 1.0 - runtime / rr_runtime,
@@ -943,6 +974,8 @@ class SchedulingModel(Model):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        if len({self._eps(point) for point, _ in results}) > 1:
+            return self._eps_figure(results, plt)
         panels = (
             ("job_runtime_s", "job runtime (simulated s)"),
             ("stream_capacity_per_s", "stream throughput ceiling (events/s)"),
@@ -973,4 +1006,39 @@ class SchedulingModel(Model):
         fig.legend(handles, labels, loc="lower center", ncol=max(1, len(strategies)))
         fig.suptitle("Paper 002 model: runtime, throughput, latency per scheduling strategy")
         fig.tight_layout(rect=(0, 0.08, 1, 1))
+        return fig
+
+    def _eps(self, point: ModelPoint) -> float:
+        return float(self.check_params(point.params)["eps"])
+
+    def _eps_figure(self, results: list[tuple[ModelPoint, ModelResult]], plt: Any) -> Any:
+        """Paper 002 Fig. 5 (efficiency per threshold eps): per strategy, the mean over the
+        other grid points (e.g. parallelism) and repetitions of ``efficiency_share`` at
+        each eps; beside it, the share of those points where ``adaptive`` switched to
+        ACTS. Only ``adaptive`` reads eps: the other strategies are flat references."""
+        by_eps: dict[str, dict[float, list[ModelResult]]] = {}
+        for point, result in results:
+            by_eps.setdefault(point.strategy, {}).setdefault(point.params["eps"], []).append(result)
+        strategies = [s for s in self.strategies if s in by_eps]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6))
+        for strategy in strategies:
+            eps = sorted(by_eps[strategy])
+            mean = [
+                np.mean([r.metrics["efficiency_share"] for r in by_eps[strategy][e]]) for e in eps
+            ]
+            left.plot(eps, mean, marker="o", label=strategy)
+        left.set_xlabel("switch threshold eps (cluster resource use)")
+        left.set_ylabel("efficiency (ideal / job runtime)")
+        left.legend()
+        if "adaptive" in by_eps:
+            eps = sorted(by_eps["adaptive"])
+            switched = [
+                np.mean([r.metrics["switched_to_acts"] for r in by_eps["adaptive"][e]]) for e in eps
+            ]
+            right.plot(eps, switched, marker="o", color="tab:red")
+        right.set_xlabel("switch threshold eps (cluster resource use)")
+        right.set_ylabel("adaptive: share of runs on ACTS")
+        right.set_ylim(-0.05, 1.05)
+        fig.suptitle("Paper 002 Fig. 5 (model): efficiency per switch threshold")
+        fig.tight_layout()
         return fig

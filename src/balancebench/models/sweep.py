@@ -160,6 +160,8 @@ def validate_model_params(values: dict[str, Any]) -> dict[str, Any]:
                 check_values({key: MODEL_EXPERIMENT_PARAMS[key]}, {key: value}, what="grid")
             except ValueError as exc:
                 problems.append(f"grid.{key}: {exc}")
+    if not problems:
+        problems = model.check_sweep(params)
     if problems:
         raise ValueError("model experiment params:\n  " + "\n  ".join(problems))
     sizes = {f"{key} values": len(v) for key, v in sorted(params["grid"].items())}
