@@ -11,8 +11,8 @@ improvement of the standard deviation of node load falls below ``min_improvement
 large that moving it would not lower the standard deviation by the threshold, we try the
 node's next buckets in decreasing rate and stop only when none qualifies (moving a
 bucket that raises the deviation is never done). The paper's node provisioning (elastic
-scaling) is the ``elastic`` model (``models/elastic.py``, which calls ``balance_load``);
-here the node count is fixed.
+scaling) is the ``elastic`` model (``models/elastic/``, whose ``simulation`` calls
+``balance_load``); here the node count is fixed.
 
 **Trigger (UIT).** Paper 001 runs BalanceLoad only when the standard deviation of node
 utilisation exceeds ``UIT``. Without node capacities here, utilisation is a node's load
