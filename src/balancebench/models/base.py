@@ -3,8 +3,10 @@
 These papers' systems (a Flink scheduler on a heterogeneous cluster, an elastic
 stream system on 15 nodes, an NS-3 network, a 100-host Chord overlay) cannot run on one
 2-core machine, so each becomes a *model*: pure Python + numpy (+ SimPy where it is a
-discrete-event simulation), deterministic from a seed, whose module docstring says what
-it models and what it leaves out.
+discrete-event simulation), deterministic from a seed, whose package docstring
+(``models/<name>/__init__.py``) says what it models and what it leaves out; its
+strategies are named objects in the package's ``strategies.STRATEGIES`` (name -> object;
+the model's ``strategies`` are its keys).
 
 A model experiment is a grid of :class:`ModelPoint` s — (strategy, parameter point,
 repetition) — and :meth:`Model.run` turns one point into a :class:`ModelResult`. The
@@ -24,12 +26,15 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from balancebench.schema import check_values
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,14 @@ class ModelResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelResult:
         return cls(**data)
+
+
+def registered(strategies: Mapping[str, T], name: str) -> T:
+    """The strategy registered as ``name`` in a model's ``STRATEGIES``; an unknown name
+    raises ``ValueError`` naming the allowed values."""
+    if name not in strategies:
+        raise ValueError(f"strategy: unknown {name!r}; allowed values: {list(strategies)}")
+    return strategies[name]
 
 
 class Model(ABC):

@@ -84,7 +84,7 @@ network), ``strategies`` (one class per strategy, registered in ``STRATEGIES``),
 
 from __future__ import annotations
 
-from balancebench.models.backpressure.model import FIG7_TOTAL_MB, BackpressureModel
+from balancebench.models.backpressure.model import BackpressureModel
 from balancebench.models.backpressure.network import DATA_SOURCE_PAUSES, SERVICE_DISTRIBUTIONS
 from balancebench.models.backpressure.packets import (
     PACKET_COLUMNS,
@@ -120,7 +120,6 @@ __all__ = [
     "BW_NORMALISATIONS",
     "CREDIT",
     "DATA_SOURCE_PAUSES",
-    "FIG7_TOTAL_MB",
     "FLOW_CONTROLS",
     "MIGRATION",
     "PACKET_COLUMNS",

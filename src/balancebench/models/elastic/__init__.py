@@ -53,7 +53,7 @@ except the last, on that period's ``T_b``:
   buckets), then leave (a leaving node still drains its backlog and its window-protocol
   work, outside the utilisation statistics);
 - ``elastic_balanceload`` only: if ``U_sd > UIT`` after that, **BalanceLoad**
-  (``strategies.balanceload.balance_load``, the same greedy as the ``balanceload``
+  (``balancebench.strategies.balanceload.balance_load``, the same greedy as the ``balanceload``
   strategy; stop when a move improves ``U_sd`` by less than ``min_improvement * U_av``).
   **[interpreted]** a bucket whose previous reconfiguration is still running is not
   moved again by BalanceLoad (offload may).
@@ -89,9 +89,9 @@ Code
 ----
 ``inputs`` (the phone stream and its bucket shares), ``rules`` (the paper's rules as pure
 functions), ``strategies`` (one ``ElasticStrategy`` per strategy, registered by name in
-``REGISTRY``), ``simulation`` (the time-stepped model and its controller), ``protocol``
+``STRATEGIES``), ``simulation`` (the time-stepped model and its controller), ``protocol``
 (the tuple-level protocol simulation), ``model`` (``ElasticModel``: params, metrics,
-``run``, figure). This package re-exports their public names.
+``run``, figure). This package re-exports the names used outside it.
 """
 
 from __future__ import annotations
@@ -128,10 +128,8 @@ from balancebench.models.elastic.simulation import (
     simulate_elastic,
 )
 from balancebench.models.elastic.strategies import (
-    REGISTRY,
     STRATEGIES,
     ElasticStrategy,
-    strategy_of,
 )
 
 __all__ = [
@@ -139,7 +137,6 @@ __all__ = [
     "MIN_SOJOURN_RATE_SHARE",
     "PHONE_KEYS",
     "PROTOCOLS",
-    "REGISTRY",
     "SAMPLE_SCHEDULES",
     "STRATEGIES",
     "ElasticConfig",
@@ -162,6 +159,5 @@ __all__ = [
     "simulate_windowed_count",
     "state_transfer_s",
     "step_bucket_shares",
-    "strategy_of",
     "window_protocol_times",
 ]

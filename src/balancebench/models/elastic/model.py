@@ -17,7 +17,7 @@ from balancebench.models.elastic.inputs import (
 )
 from balancebench.models.elastic.rules import EPS, PROTOCOLS
 from balancebench.models.elastic.simulation import ElasticConfig, ElasticRun, simulate_elastic
-from balancebench.models.elastic.strategies import REGISTRY, STRATEGIES
+from balancebench.models.elastic.strategies import STRATEGIES
 from balancebench.schema import integer_spec, number_spec
 
 
@@ -26,7 +26,7 @@ class ElasticModel(Model):
 
     name = "elastic"
     reference = "paper 001 §4 (reconfiguration, load balancing protocol 2), §5.2 Fig. 8"
-    strategies = STRATEGIES
+    strategies: ClassVar[tuple[str, ...]] = tuple(STRATEGIES)
     dataset = "phone_stream"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
         "protocol": {
@@ -366,7 +366,7 @@ def elastic_figure(results: list[tuple[ModelPoint, ModelResult]]) -> Any:
             t = np.asarray(runs[0].time_s[:n])
             mean = np.mean([r.series["utilization_mean"][:n] for r in runs], axis=0)
             std = np.mean([r.series["utilization_std"][:n] for r in runs], axis=0)
-            drawn = REGISTRY.get(label.split(" ")[0])
+            drawn = STRATEGIES.get(label.split(" ")[0])
             marker = drawn.marker if drawn else None
             every = max(1, n // 20)
             top.plot(t, mean, marker=marker, markevery=every, ms=4, label=label)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from balancebench.models.base import registered
 from balancebench.models.elastic.rules import (
     EPS,
     mixture_quantiles,
@@ -18,7 +19,7 @@ from balancebench.models.elastic.rules import (
     state_transfer_s,
     window_protocol_times,
 )
-from balancebench.models.elastic.strategies import ElasticStrategy, strategy_of
+from balancebench.models.elastic.strategies import STRATEGIES, ElasticStrategy
 from balancebench.routing import BucketMap
 from balancebench.strategies.balanceload import balance_load
 
@@ -30,7 +31,7 @@ MIN_SOJOURN_RATE_SHARE = 0.01
 
 @dataclass(frozen=True)
 class ElasticConfig:
-    """The run's settings (from the model params); ``strategy`` names one of ``REGISTRY``."""
+    """The run's settings (from the model params); ``strategy`` names one of ``STRATEGIES``."""
 
     strategy: str = "elastic_balanceload"
     protocol: str = "window"
@@ -106,7 +107,7 @@ def simulate_elastic(
 ) -> ElasticRun:
     """Run the time-stepped model on ``shares`` (``(steps, B)`` bucket shares per step)."""
     c = config
-    strategy = strategy_of(c.strategy)
+    strategy = registered(STRATEGIES, c.strategy)
     n_periods = round(c.duration_s / c.period_s)
     dt = c.period_s
     cap = c.node_capacity_tuples_per_s

@@ -1,9 +1,10 @@
-"""The model's strategies, one ``ElasticStrategy`` each, registered by name in ``REGISTRY``.
+"""The model's strategies, one ``ElasticStrategy`` each, registered by name in ``STRATEGIES``
+(the one registry; the model's ``strategies`` are its keys).
 
 The simulation asks a strategy only what is here: whether the master runs the controller
 (``controls``), how provisioning and offload spread buckets (``provision``, ``offload``,
 after ``spread_by``) and whether BalanceLoad runs after the new configuration
-(``balances``). ``STRATEGIES`` (the model's ``strategies``) is the registry's keys.
+(``balances``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ class ElasticStrategy:
     #: ``"load"``: new nodes start empty (BalanceLoad fills them), offload sends the highest
     #: rate first, each to the least loaded kept node.
     spread_by: Literal["count", "load"]
-    #: BalanceLoad (``strategies.balanceload.balance_load``) after the new configuration,
-    #: when the std of utilisation exceeds UIT.
+    #: BalanceLoad (``balancebench.strategies.balanceload.balance_load``) after the new
+    #: configuration, when the std of utilisation exceeds UIT.
     balances: bool
     #: Marker of the strategy's lines in the model's figure.
     marker: str
@@ -64,15 +65,7 @@ ELASTIC_BALANCELOAD = ElasticStrategy(
     "elastic_balanceload", controls=True, spread_by="load", balances=True, marker="s"
 )
 
-#: Strategy name -> strategy (the model's strategies, in this order).
-REGISTRY: dict[str, ElasticStrategy] = {
+#: Strategy name -> strategy: the one registry (the model's strategies, in this order).
+STRATEGIES: dict[str, ElasticStrategy] = {
     s.name: s for s in (ELASTIC_STATIC, ELASTIC_SCALING, ELASTIC_BALANCELOAD)
 }
-STRATEGIES: tuple[str, ...] = tuple(REGISTRY)
-
-
-def strategy_of(name: str) -> ElasticStrategy:
-    """The registered strategy called ``name``; an unknown name raises ``ValueError``."""
-    if name not in REGISTRY:
-        raise ValueError(f"strategy: unknown {name!r}; allowed values: {list(REGISTRY)}")
-    return REGISTRY[name]

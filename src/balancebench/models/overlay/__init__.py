@@ -104,7 +104,7 @@ out of each host, as a share of its capacity, averaged over hosts) per round.
 
 Layout: ``inputs`` (source rates, operator chains), ``network`` (subnets, delays, landmarks,
 Hilbert ring ids), ``ktree`` (the k-ary tree and ``Lbar``), ``strategies`` (the decision rules
-and ``STRATEGY_REGISTRY``, strategy name -> object), ``simulation`` (the periods),
+and ``STRATEGIES``, strategy name -> object), ``simulation`` (the periods),
 ``model`` (:class:`OverlayModel`: Params, metrics, run, figure). The public names of all of
 them are re-exported here.
 """
@@ -145,7 +145,6 @@ from balancebench.models.overlay.strategies import (
     LOAD_TOLERANCE,
     MIN_CORRELATION_POINTS,
     STRATEGIES,
-    STRATEGY_REGISTRY,
     BorealisStrategy,
     HighEntry,
     KtreeHilbertStrategy,
@@ -157,7 +156,6 @@ from balancebench.models.overlay.strategies import (
     correlation,
     correlation_greedy_placement,
     correlations_with_rows,
-    get_strategy,
     ktree_match,
     ktree_round,
     match_ldi,
@@ -171,7 +169,6 @@ __all__ = [
     "MIN_CORRELATION_POINTS",
     "PARAM_SCHEMA",
     "STRATEGIES",
-    "STRATEGY_REGISTRY",
     "BorealisStrategy",
     "HighEntry",
     "KaryTree",
@@ -193,7 +190,6 @@ __all__ = [
     "correlation",
     "correlation_greedy_placement",
     "correlations_with_rows",
-    "get_strategy",
     "hilbert_positions",
     "hilbert_ring_ids",
     "host_delay_matrix",

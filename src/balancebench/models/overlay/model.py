@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from balancebench.generators.common import load_manifest, read_table
-from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.models.base import Model, ModelPoint, ModelResult, registered
 from balancebench.models.overlay.inputs import build_input, period_rates, synthetic_onoff_phases
 from balancebench.models.overlay.network import build_network
 from balancebench.models.overlay.simulation import simulate_overlay
-from balancebench.models.overlay.strategies import STRATEGIES, get_strategy
+from balancebench.models.overlay.strategies import STRATEGIES
 from balancebench.schema import integer_spec, number_spec
 
 PARAM_SCHEMA: dict[str, dict[str, Any]] = {
@@ -182,7 +182,7 @@ class OverlayModel(Model):
     reference: ClassVar[str] = (
         "paper 004 (Wang, Rong, Ding, Computer Engineering 2008) §2 algorithm, §3 experiment"
     )
-    strategies: ClassVar[tuple[str, ...]] = STRATEGIES
+    strategies: ClassVar[tuple[str, ...]] = tuple(STRATEGIES)
     dataset: ClassVar[str] = "onoff"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = PARAM_SCHEMA
     metric_definitions: ClassVar[dict[str, str]] = {
@@ -284,7 +284,7 @@ class OverlayModel(Model):
     def run(self, point: ModelPoint) -> ModelResult:
         params = self.check_params(point.params)
         self.check_strategy(point.strategy)
-        strategy = get_strategy(point.strategy)
+        strategy = registered(STRATEGIES, point.strategy)
         base = np.random.default_rng(point.seed)
         network_rng, input_rng, placement_rng, strategy_rng = base.spawn(4)
         network = build_network(params, network_rng)

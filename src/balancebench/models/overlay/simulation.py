@@ -1,6 +1,6 @@
 """The time-stepped simulation of the overlay model: per period the hosts' loads, queues
 and tuple latencies, then one balancing round of the strategy (looked up in
-:data:`~balancebench.models.overlay.strategies.STRATEGY_REGISTRY`) and its migrations."""
+:data:`~balancebench.models.overlay.strategies.STRATEGIES`) and its migrations."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.models.base import ModelResult
+from balancebench.models.base import ModelResult, registered
 from balancebench.models.overlay.inputs import OverlayInput
 from balancebench.models.overlay.network import OverlayNetwork
-from balancebench.models.overlay.strategies import get_strategy
+from balancebench.models.overlay.strategies import STRATEGIES
 
 
 def migration_pause_s(network: OverlayNetwork, src: int, dst: int, state_mb: float) -> float:
@@ -62,7 +62,7 @@ def simulate_overlay(
 ) -> ModelResult:
     """Step the periods: host loads, queues and latencies, then a balancing round of the
     strategy registered as ``strategy``."""
-    planner = get_strategy(strategy)
+    planner = registered(STRATEGIES, strategy)
     nodes = len(network.speed)
     ops, periods = data.op_load.shape
     period_s = float(params["period_s"])

@@ -1,4 +1,4 @@
-"""The decisions of the overlay model's strategies, and :data:`STRATEGY_REGISTRY`, the one
+"""The decisions of the overlay model's strategies, and :data:`STRATEGIES`, the one
 place that maps each strategy name to its object (what the simulation and the model call).
 
 The rules are the package doc's "Strategies" section: operator selection, LDI matching and
@@ -401,15 +401,7 @@ class KtreeHilbertStrategy(OverlayStrategy):
 
 #: Strategy name -> its object: the one registry. The model's ``strategies`` are its keys,
 #: in this order.
-STRATEGY_REGISTRY: dict[str, OverlayStrategy] = {
+STRATEGIES: dict[str, OverlayStrategy] = {
     strategy.name: strategy
     for strategy in (OverlayRandomStrategy(), BorealisStrategy(), KtreeHilbertStrategy())
 }
-STRATEGIES: tuple[str, ...] = tuple(STRATEGY_REGISTRY)
-
-
-def get_strategy(name: str) -> OverlayStrategy:
-    """The strategy registered as ``name``; an unknown name raises ``ValueError``."""
-    if name not in STRATEGY_REGISTRY:
-        raise ValueError(f"strategy: unknown {name!r}; allowed values: {list(STRATEGIES)}")
-    return STRATEGY_REGISTRY[name]
