@@ -1,5 +1,7 @@
 """The papers' experiments: paper 000's through the ``nightly_sweep`` DAG (Param
-``figure``), papers 001-004's under the models through the ``model_experiment`` DAG.
+``figure``), papers 001-004's under the models through the ``model_experiment`` DAG, and
+paper 001's Figs. 6-7 (its parallelization schemes on the engine) through
+``benchmarks/parallelization.py``.
 
     uv run python benchmarks/paper_figures.py              # all (paper 000: hours)
     uv run python benchmarks/paper_figures.py --only backpressure_volume
@@ -97,6 +99,8 @@ EXPERIMENTS: dict[str, dict] = {
 
 
 PAPER_000 = [f"000-{key}" for key in FIGURES]
+#: Paper 001 Figs. 6-7: query / operator / operator-set parallelism on the engine.
+PAPER_001 = "001-6-7"
 
 
 def paper_000_figure(cli: Path, name: str, repetitions: int) -> None:
@@ -118,7 +122,7 @@ def paper_000_figure(cli: Path, name: str, repetitions: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    choices = [*PAPER_000, *EXPERIMENTS]
+    choices = [*PAPER_000, PAPER_001, *EXPERIMENTS]
     parser.add_argument("--only", nargs="*", default=choices, choices=choices)
     parser.add_argument(
         "--repetitions", type=positive_int, default=3, help="per cell of a paper 000 figure"
@@ -129,6 +133,12 @@ def main() -> None:
     for name in args.only:
         if name in PAPER_000:
             paper_000_figure(cli, name, args.repetitions)
+            continue
+        if name == PAPER_001:
+            print(f"== paper 001 Figs. 6-7: {ROOT / 'benchmarks' / 'parallelization.py'}")
+            script = str(ROOT / "benchmarks" / "parallelization.py")
+            done = subprocess.run([sys.executable, script, "--figure"], cwd=ROOT)
+            print("   FAILED" if done.returncode else "   done", flush=True)
             continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
         print(f"== {name}: {json.dumps(conf)}", flush=True)

@@ -125,3 +125,35 @@ def test_overloaded_run_delivers_less_than_the_input_rate():
 def test_no_batches_is_refused():
     with pytest.raises(ValueError, match="batches"):
         clock([], np.zeros(0), np.zeros(0, dtype=np.int64), 1.0)
+
+
+def test_cpu_split_communication_processing_idle():
+    """Paper 001 Fig. 6's split from hand-made batches: routing + receive is
+    communication, the other node stages processing, and the nodes of the layout waiting
+    for the slowest one idle (a node that received nothing is not in the layout)."""
+    from balancebench.experiment import summarize
+    from balancebench.spark.loop import BatchResult
+
+    def batch(b: int, work: list[float], received: list[int], receive_s: float) -> BatchResult:
+        n = len(work)
+        return BatchResult(
+            batch=b,
+            input_tuples=10,
+            node_received=np.array(received),
+            node_run_time_s=np.array(work),
+            node_state=np.zeros(n),
+            result_rows=0,
+            routing_table_entries=0,
+            oracle_passed=True,
+            node_cpu_time_s=np.array(work),
+            route_work_s=0.5,
+            senders=2,
+            extra={"node_work_receive_s": receive_s},
+        )
+
+    batches = [batch(0, [1.0, 3.0, 0.0], [5, 5, 0], 0.4), batch(1, [2.0, 2.0, 0.0], [5, 5, 0], 1.0)]
+    out = summarize(batches, np.arange(20.0) / 20, np.repeat([0, 1], 10), 1.0)
+    assert out["cpu_communication_s_total"] == pytest.approx(0.5 + 0.5 + 0.4 + 1.0)
+    assert out["cpu_processing_s_total"] == pytest.approx(4.0 + 4.0 - 1.4)
+    # Batch 0: 2 nodes x 3 s - 4 s = 2 s waiting; batch 1: balanced, 0.
+    assert out["cpu_idle_s_total"] == pytest.approx(2.0)

@@ -84,6 +84,8 @@ def summarize(
     tuples = sum(b.input_tuples for b in batches)
     received = sum(b.received_tuples for b in batches)
     nodes_used = max(b.nodes_used for b in batches)
+    receive_s = sum(b.extra.get("node_work_receive_s", 0.0) for b in batches)
+    node_work_s = [float(b.node_work_s.sum()) for b in batches]
     return {
         "plan_time_ms_mean": float(plan_ms.mean()) if len(plan_ms) else 0.0,
         "plan_time_ms_max": float(plan_ms.max()) if len(plan_ms) else 0.0,
@@ -122,6 +124,11 @@ def summarize(
         "state_tuples_max_node_max": float(max(b.node_state.max() for b in batches)),
         "result_rows_total": float(sum(b.result_rows for b in batches)),
         "input_tuples_total": float(tuples),
+        "cpu_communication_s_total": float(sum(b.route_work_s for b in batches) + receive_s),
+        "cpu_processing_s_total": float(sum(node_work_s) - receive_s),
+        "cpu_idle_s_total": float(
+            sum(b.nodes_used * b.makespan_s - w for b, w in zip(batches, node_work_s, strict=True))
+        ),
     }
 
 
@@ -186,7 +193,7 @@ def execute(
     harness_hook: Any = None,
 ) -> list[Any]:
     """Run one strategy on a loaded replay stream through its runner (``spark.runners``)."""
-    from balancebench.spark.join_architectures import BiStreamRouter, DynamicRouter
+    from balancebench.spark.join_architectures import ArchitectureRouter
     from balancebench.spark.runners import make_runner
 
     runner = make_runner(
@@ -194,7 +201,7 @@ def execute(
     )
     batches = runner.run()
     router = getattr(runner, "router", None)
-    if on_batch is not None and isinstance(router, DynamicRouter | BiStreamRouter):
+    if on_batch is not None and isinstance(router, ArchitectureRouter):
         # What a join architecture actually used (grid shape, groups, subgroups).
         tracking._mlflow().log_dict(router.info(), "layout.json")
     return batches

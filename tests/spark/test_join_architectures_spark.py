@@ -1,12 +1,14 @@
 """Join architectures on Spark: the SQL placement equals the numpy one, and the engine's
-oracle passes for dynamic / bi / bi6 on eq5 and band (full history and a window,
-Dynamic's grid growing 1 -> 4 nodes), with the replication the layout implies."""
+oracle passes for dynamic / bi / bi6 and paper 001's three schemes on eq5 and band (full
+history and a window, Dynamic's grid growing 1 -> 4 nodes), with the replication the
+layout implies."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 from balancebench.generators import generate
 from balancebench.paths import datasets_dir
@@ -18,7 +20,7 @@ from balancebench.spark.join_architectures import (
     dynamic_rows,
     regrid_state,
 )
-from balancebench.spark.routers import BATCH_COLUMNS, PROBE, STORE
+from balancebench.spark.routers import BATCH_COLUMNS, BOTH, PROBE, STORE, RouteContext
 from balancebench.spark.runners import make_router
 from balancebench.strategies import get_strategy
 from balancebench.strategies.join_architectures import DynamicJoin, FirstBatch, Grid
@@ -242,3 +244,70 @@ def test_engine_oracle_and_replication(spark, streams, workload, name, windowed)
     elif name != "dynamic":
         assert router.info()["r_group_nodes"] == 2
         assert router.info()["r_subgroups"] == (2 if name == "bi6" else 1)
+
+
+# ---- paper 001: operator-set parallelism and the schemes it is compared with ----------
+def _pairs(df) -> set[tuple[int, int]]:
+    """(tuple_id, node) of the routed rows; each must be one row, role ``both`` where the
+    tuple is stored (store and probe there) and ``probe`` elsewhere."""
+    pdf = df.select("tuple_id", "node", "role").toPandas()
+    assert not pdf.duplicated(["tuple_id", "node"]).any()
+    return set(zip(pdf["tuple_id"].tolist(), pdf["node"].tolist(), strict=True))
+
+
+def _numpy_pairs(placement, ids: np.ndarray) -> set[tuple[int, int]]:
+    index, node = placement
+    return set(zip(ids[index].tolist(), node.tolist(), strict=True))
+
+
+def test_paper001_placement_equals_numpy_and_operator_parallel_adds_an_exchange(spark):
+    from balancebench.spark.routing import partition_by_node
+
+    rng = np.random.default_rng(12)
+    pdf = _batch(rng, 2000)
+    df = spark.createDataFrame(pdf).select(*BATCH_COLUMNS)
+    side, ids, keys = pdf["side"].to_numpy(), pdf["tuple_id"].to_numpy(), pdf["key"].to_numpy()
+    ctx = RouteContext(spark, BAND_JOIN, 9, 3)
+    exchanges = {}
+    for name in ("operator_set", "operator_parallel", "query_parallel"):
+        strategy = get_strategy(name, n_nodes=9)
+        router = make_router(strategy, 9, 0.05)
+        routed = router.route(df, ctx)
+        layout = router.layouts[-1]
+        stores = _numpy_pairs(strategy.store_nodes(layout, side, ids, keys), ids)
+        probes = _numpy_pairs(strategy.probe_nodes(layout, side, ids, keys, 3), ids)
+        assert _pairs(routed) == stores | probes, name
+        both = routed.where(F.col("role") == BOTH).select("tuple_id", "node").toPandas()
+        assert set(zip(both["tuple_id"], both["node"], strict=True)) == stores, name
+        plan = partition_by_node(routed, 9)._jdf.queryExecution().executedPlan().toString()
+        exchanges[name] = plan.count("Exchange")
+    assert router.info()["query_instances"] == 9
+    # The stateless operators' own stage: one exchange more than straight from the splitters.
+    assert exchanges["operator_parallel"] == exchanges["operator_set"] + 1
+
+
+@pytest.mark.parametrize("workload", ["eq5", "band"])
+@pytest.mark.parametrize("name", ["operator_set", "operator_parallel", "query_parallel"])
+def test_paper001_engine_oracle_and_replication(spark, streams, workload, name):
+    df, interval, pdf = streams[workload]
+    config = EngineConfig(
+        get_workload(workload), n_nodes=N_NODES, n_batches=N_BATCHES, interval_s=interval
+    )
+    strategy = get_strategy(name, n_nodes=N_NODES)
+    router = make_router(strategy, N_NODES, 0.05)
+    results = Engine(spark, df, config, router, name).run()  # raises OracleMismatch
+    assert all(r.oracle_passed for r in results)
+    assert sum(r.result_rows for r in results) > 100
+    width = config.band_width if workload == "band" else 0
+    layout = router.layouts[0]
+    for r in results:
+        batch = pdf[pdf["batch"] == r.batch]
+        side, ids, keys = batch["side"], batch["tuple_id"].to_numpy(), batch["key"]
+        pairs = _numpy_pairs(strategy.store_nodes(layout, side, ids, keys), ids)
+        pairs |= _numpy_pairs(strategy.probe_nodes(layout, side, ids, keys, width), ids)
+        nodes = np.array([node for _, node in pairs], dtype=np.int64)
+        assert np.array_equal(r.node_received, np.bincount(nodes, minlength=N_NODES))
+        # A tuple is shipped once per task: n = 2 of the 2 x 2 matrix, or every instance.
+        want = N_NODES if name == "query_parallel" else 2
+        assert r.replication_factor == pytest.approx(want)
+        assert r.migrated_tuples == 0 and r.routing_table_entries == 0

@@ -1,4 +1,6 @@
-"""Join architectures (dynamic, bi, bi6): layouts, replication, every pair met exactly once.
+"""Join architectures (dynamic, bi, bi6; paper 001's operator_set and the schemes it is
+compared with, operator_parallel and query_parallel): layouts, replication, every pair
+met exactly once.
 
 A small numpy model of the engine's join (``balancebench.spark.engine._join``): a pair is
 produced at a node where the later tuple probes and the earlier one (other side) is
@@ -58,7 +60,7 @@ def _produced(strategy, layout, n_nodes, side, ids, keys, width, probing):
     return np.where(_matches(side, ids, keys, width), meets, 0), meets
 
 
-ARCHITECTURES = ["dynamic", "bi", "bi6"]
+ARCHITECTURES = ["dynamic", "bi", "bi6", "operator_set", "operator_parallel", "query_parallel"]
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
@@ -68,7 +70,7 @@ def test_every_pair_meets_exactly_once(name, operator, n_nodes):
     rng = np.random.default_rng(n_nodes * 7 + len(name) + len(operator))
     side, ids, keys = _stream(rng, 700, 40)
     width = 2 if operator == BAND_JOIN else 0
-    extra = {"group_split": "proportional"} if name != "dynamic" and n_nodes % 2 else {}
+    extra = {"group_split": "proportional"} if name in ("bi", "bi6") and n_nodes % 2 else {}
     if name == "bi6":  # the most subgroups the nodes hold (the paper's 6 from N = 12)
         extra["subgroups"] = max(1, min(6, n_nodes // 2))
     strategy = get_strategy(name, n_nodes=n_nodes, **extra)
@@ -262,6 +264,40 @@ def test_layout_is_deterministic_and_first_batch_summary():
     a = DynamicJoin().store_nodes(Grid(2, 2), side, np.arange(4), keys)
     b = DynamicJoin().store_nodes(Grid(2, 2), side, np.arange(4), keys)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("name", ["operator_set", "operator_parallel"])
+def test_operator_set_is_the_cartesian_bucket_map_over_n_squared_tasks(name):
+    strategy = get_strategy(name)
+    rng = np.random.default_rng(3)
+    side, ids, keys = _stream(rng, 600, 30)
+    for n_nodes, n in ((9, 3), (8, 2), (16, 4), (3, 1)):
+        layout = strategy.layout(n_nodes, FirstBatch.of(side, keys), EQUI_JOIN)
+        assert (layout.n, layout.n_nodes) == (n, n * n)  # N - n^2 nodes stay idle
+        index, node = strategy.store_nodes(layout, side, ids, keys)
+        # Each tuple at n tasks: R along its row b0, S down its column b1 (BMP[b0, b1]).
+        assert np.array_equal(np.bincount(index, minlength=len(ids)), np.full(len(ids), n))
+        bucket = strategy.buckets(layout, ids)[index]
+        is_r = side[index] == "R"
+        assert np.array_equal(node[is_r] // n, bucket[is_r])
+        assert np.array_equal(node[~is_r] % n, bucket[~is_r])
+        assert sorted(set(node[is_r].tolist())) == list(range(n * n))
+        probe = strategy.probe_nodes(layout, side, ids, keys, 3)
+        assert all(np.array_equal(a, b) for a, b in zip(probe, (index, node), strict=True))
+    assert strategy.exchanges == (2 if name == "operator_parallel" else 1)
+
+
+def test_query_parallel_stores_once_and_probes_everywhere():
+    strategy = get_strategy("query_parallel")
+    rng = np.random.default_rng(4)
+    side, ids, keys = _stream(rng, 500, 30)
+    layout = strategy.layout(5, FirstBatch.of(side, keys), BAND_JOIN)
+    index, node = strategy.store_nodes(layout, side, ids, keys)
+    assert np.array_equal(index, np.arange(len(ids)))
+    assert set(node.tolist()) == set(range(5))  # every instance stores some
+    index, node = strategy.probe_nodes(layout, side, ids, keys, 2)
+    assert np.array_equal(np.bincount(index), np.full(len(ids), 5))
+    assert np.array_equal(np.bincount(node), np.full(5, len(ids)))
 
 
 def test_registered_with_params():

@@ -1,4 +1,5 @@
-"""Paper 000's join architectures on Spark: Dynamic (join matrix) and BiStream (Bi, Bi6).
+"""Join architectures on Spark: paper 000's Dynamic (join matrix) and BiStream (Bi, Bi6),
+and paper 001's operator-set parallelism with the two schemes it is compared with.
 
 The layouts and placement rules are the library's
 (``balancebench.strategies.join_architectures``, where the papers and our
@@ -23,6 +24,12 @@ expressions (``hash(tuple_id, salt)``, ``pmod``, ``shiftright``, ``sequence``,
   of each stored tuple (R: the copy in column 0 of its row; S: row 0 of its column) is
   re-placed under the grown grid, replicated along its new row / column; the engine
   keeps rows whose node is unchanged in place and ships (and counts) the others.
+- Paper 001 (``balancebench.strategies.operator_set``): ``operator_set`` and
+  ``operator_parallel`` place on the ``n x n`` bucket matrix, one row per task with role
+  ``both`` (a tuple stores and probes at each task of its row or column);
+  ``operator_parallel`` first sends the batch through an exchange of its own (the
+  stateless operators' instances), measured as routing work like the senders'.
+  ``query_parallel`` stores a tuple at its instance and probes at every instance.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from pyspark.sql import functions as F
 
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
+    BOTH,
     PROBE,
     STORE,
     BatchStats,
@@ -54,6 +62,14 @@ from balancebench.strategies.join_architectures import (
     FirstBatch,
     Grid,
     Groups,
+)
+from balancebench.strategies.operator_set import (
+    INSTANCE_SALT,
+    SPLITTER_SALT,
+    BucketMatrix,
+    Instances,
+    OperatorSetJoin,
+    QueryParallelJoin,
 )
 from balancebench.workloads import BAND_JOIN
 
@@ -133,7 +149,7 @@ def regrid_state(state: DataFrame, old: Grid, new: Grid) -> DataFrame:
     return one.select(*BATCH_COLUMNS, F.explode(dynamic_nodes(new)).alias("node"))
 
 
-class _ArchitectureRouter(SparkRouter):
+class ArchitectureRouter(SparkRouter):
     """Common part: the layout fixed at the first batch, its history, its description."""
 
     def __init__(
@@ -165,7 +181,7 @@ class _ArchitectureRouter(SparkRouter):
         return out
 
 
-class DynamicRouter(_ArchitectureRouter):
+class DynamicRouter(ArchitectureRouter):
     """Dynamic: the join matrix, growing 1-into-4 over the memory Param."""
 
     strategy: DynamicJoin
@@ -242,7 +258,7 @@ def bi_rows(batch: DataFrame, layout: Groups, band_width: int) -> DataFrame:
     return placed.select(*BATCH_COLUMNS, "node", role.alias("role"))
 
 
-class BiStreamRouter(_ArchitectureRouter):
+class BiStreamRouter(ArchitectureRouter):
     """Bi / Bi6: R and S groups (and subgroups); fixed layout, no migration."""
 
     strategy: BiStream
@@ -262,4 +278,62 @@ class BiStreamRouter(_ArchitectureRouter):
         if grown is not None:
             self.scaled_out = grown.member_count > self.layout.member_count
             self.layout = grown
+        return None
+
+
+# ---- paper 001: operator-set parallelism and its comparison ----------------------------
+def _pmod_hash(column: str, salt: int, n: int) -> Column:
+    return F.pmod(_salted(column, salt), F.lit(n))
+
+
+def matrix_rows(batch: DataFrame, layout: BucketMatrix) -> DataFrame:
+    """One ``both`` row per task of the tuple's row (R, bucket ``b0``) or column (S,
+    bucket ``b1``) of ``BMP[b0, b1]`` (= ``OperatorSetJoin.store_nodes``)."""
+    n = layout.n
+    bucket = _pmod_hash("tuple_id", SPLITTER_SALT, n)
+    along = F.sequence(F.lit(0), F.lit(n - 1))
+    r_nodes = F.transform(along, lambda j: bucket * F.lit(n) + j)
+    s_nodes = F.transform(along, lambda i: i * F.lit(n) + bucket)
+    nodes = F.when(F.col("side") == "R", r_nodes).otherwise(s_nodes)
+    placed = batch.select(*BATCH_COLUMNS, F.explode(nodes.cast("array<int>")).alias("node"))
+    return placed.withColumn("role", F.lit(BOTH))
+
+
+def instance_rows(batch: DataFrame, layout: Instances) -> DataFrame:
+    """A probe row for every instance, ``both`` at the instance the tuple enters."""
+    entered = _pmod_hash("tuple_id", INSTANCE_SALT, layout.n)
+    placed = batch.select(
+        *BATCH_COLUMNS,
+        entered.alias("_entered"),
+        F.explode(F.sequence(F.lit(0), F.lit(layout.n - 1))).alias("node"),
+    )
+    role = F.when(F.col("node") == F.col("_entered"), F.lit(BOTH)).otherwise(F.lit(PROBE))
+    return placed.select(*BATCH_COLUMNS, "node", role.alias("role"))
+
+
+class OperatorSetRouter(ArchitectureRouter):
+    """``operator_set`` / ``operator_parallel``: the bucket matrix; the latter behind an
+    exchange of its own (``strategy.exchanges`` = 2)."""
+
+    strategy: OperatorSetJoin
+
+    def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
+        layout = self._layout(batch, ctx)
+        if self.strategy.exchanges > 1:  # the stateless operators' own instances
+            batch = batch.repartition(self.n_nodes, _salted("tuple_id", INSTANCE_SALT))
+        return matrix_rows(batch, layout)
+
+    def after_batch(self, stats: BatchStats) -> Reassignment | None:
+        return None
+
+
+class QueryParallelRouter(ArchitectureRouter):
+    """``query_parallel``: stored at the instance a tuple enters, probing at every one."""
+
+    strategy: QueryParallelJoin
+
+    def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
+        return instance_rows(batch, self._layout(batch, ctx))
+
+    def after_batch(self, stats: BatchStats) -> Reassignment | None:
         return None

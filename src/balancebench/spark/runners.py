@@ -14,7 +14,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from balancebench.spark.baselines import AqeRunner, SaltingRunner, StreamingRunner
 from balancebench.spark.engine import Engine, EngineConfig
-from balancebench.spark.join_architectures import BiStreamRouter, DynamicRouter
+from balancebench.spark.join_architectures import (
+    BiStreamRouter,
+    DynamicRouter,
+    OperatorSetRouter,
+    QueryParallelRouter,
+)
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
 from balancebench.strategies import Strategy, check_scale_out
@@ -32,6 +37,9 @@ ROUTERS: dict[str, type[SparkRouter]] = {
     "dynamic": DynamicRouter,
     "bi": BiStreamRouter,
     "bi6": BiStreamRouter,
+    "operator_set": OperatorSetRouter,
+    "operator_parallel": OperatorSetRouter,
+    "query_parallel": QueryParallelRouter,
 }
 #: Spark-native baselines: Spark places the data itself.
 BASELINES: dict[str, type[MicroBatchLoop]] = {

@@ -17,6 +17,11 @@ from balancebench.strategies.base import OPERATORS, Delta, MigrationPlan, PlanVi
 from balancebench.strategies.hash import HashStrategy
 from balancebench.strategies.join_architectures import BiStream, BiStream6, DynamicJoin
 from balancebench.strategies.mnrt import MnrtStrategy
+from balancebench.strategies.operator_set import (
+    OperatorParallelJoin,
+    OperatorSetJoin,
+    QueryParallelJoin,
+)
 from balancebench.strategies.pkg import DChoicesStrategy, PkgStrategy, WChoicesStrategy
 from balancebench.strategies.qmmp import QmmpStrategy
 from balancebench.strategies.readj import ReadjStrategy
@@ -38,6 +43,9 @@ STRATEGIES: dict[str, type[Strategy]] = {
         DynamicJoin,
         BiStream,
         BiStream6,
+        OperatorSetJoin,
+        OperatorParallelJoin,
+        QueryParallelJoin,
         SparkStreaming,
         SparkAqe,
         SparkSalting,

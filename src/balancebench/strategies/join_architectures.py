@@ -123,7 +123,8 @@ class FirstBatch:
         return cls(int(np.sum(side == "R")), int(np.sum(side == "S")), lo, hi)
 
 
-def _is_r(side: np.ndarray) -> np.ndarray:
+def side_is_r(side: np.ndarray) -> np.ndarray:
+    """Which tuples are of side R."""
     return np.asarray(side) == "R"
 
 
@@ -140,7 +141,10 @@ def _largest_power_of_two(n: int) -> int:
     return 1 << (int(n).bit_length() - 1)
 
 
-class _JoinArchitecture(Strategy):
+class JoinArchitecture(Strategy):
+    """Base of a join architecture (this module's and paper 001's, ``operator_set``): a
+    layout fixed at the first batch, and every tuple's store and probe nodes; no plan."""
+
     kind: ClassVar[str] = "join_architecture"
     plans = False
     operators = frozenset({"equi_join", "band_join"})
@@ -229,7 +233,7 @@ def dynamic_units(tuple_ids: np.ndarray) -> np.ndarray:
     return np.mod(h, 1 << UNIT_BITS)
 
 
-class DynamicJoin(_JoinArchitecture):
+class DynamicJoin(JoinArchitecture):
     """Paper 000's Dynamic baseline: the join matrix with 1-into-4 growth (module docstring)."""
 
     name = "dynamic"
@@ -301,7 +305,7 @@ class DynamicJoin(_JoinArchitecture):
         """The tuple's whole row (R: ``m`` nodes) or column (S: ``n`` nodes)."""
         grid = layout
         tuple_ids = np.asarray(tuple_ids, dtype=np.int64)
-        is_r = _is_r(side)
+        is_r = side_is_r(side)
         copies = np.where(is_r, grid.cols, grid.rows).astype(np.int64)
         index = np.repeat(np.arange(len(tuple_ids), dtype=np.int64), copies)
         first = np.cumsum(copies) - copies
@@ -427,7 +431,7 @@ class Groups:
         }
 
 
-class BiStream(_JoinArchitecture):
+class BiStream(JoinArchitecture):
     """Paper 000's Bi baseline: R group and S group, random storage, probes broadcast to
     the other group (module docstring)."""
 
@@ -489,7 +493,7 @@ class BiStream(_JoinArchitecture):
         """ONE node per tuple: its key's subgroup of its own group, by the tuple-id hash."""
         tuple_ids = np.asarray(tuple_ids, dtype=np.int64)
         keys = np.asarray(keys, dtype=np.int64)
-        is_r = _is_r(side)
+        is_r = side_is_r(side)
         node = np.zeros(len(tuple_ids), dtype=np.int64)
         h = salted_hash(tuple_ids, BI_STORE_SALT).astype(np.int64)
         for s, mask in (("R", is_r), ("S", ~is_r)):
@@ -509,7 +513,7 @@ class BiStream(_JoinArchitecture):
     ) -> Placement:
         """Every node of the other group's subgroup(s) matching the key (Bi: all of it)."""
         keys = np.asarray(keys, dtype=np.int64)
-        is_r = _is_r(side)
+        is_r = side_is_r(side)
         lo = np.zeros(len(keys), dtype=np.int64)
         hi = np.zeros(len(keys), dtype=np.int64)
         nodes_of = {}

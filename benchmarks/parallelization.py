@@ -1,0 +1,175 @@
+"""Paper 001 Figs. 6-7: query, operator and operator-set parallelism of a windowed join.
+
+    uv run python benchmarks/parallelization.py                 # band join, N = 4, 9, 16
+    uv run python benchmarks/parallelization.py --nodes 4 9 --sf 0.01
+
+The three schemes (``balancebench.strategies.operator_set``: ``query_parallel``,
+``operator_parallel``, ``operator_set``) run the TPC-H band join with a window (paper 001's
+query is a windowed Cartesian product; ours keeps a band predicate so the oracle has an
+answer to check) in the micro-batch engine, one Spark session, every batch checked by the
+oracle, each scheme at each node count ``N`` (the paper's instances). Printed per run,
+from the measured batches (``balancebench.experiment.summarize``; definitions in
+``balancebench.metrics``):
+
+- Fig. 6: the CPU split into communication (the senders' routing work, a stateless stage
+  of its own for ``operator_parallel``, and the nodes' receive stage), tuple processing
+  (the other node stages) and idle (the nodes of the layout waiting for the slowest);
+- Fig. 7 (top): capacity (input tuples / everything charged) against ``N``;
+- Fig. 7 (bottom): node CPU use against the input rate, *derived*: at rate ``r`` the
+  nodes are busy ``min(1, r / capacity)`` of the time, since every charged cost scales
+  with the tuples (the paper measured it; a sweep of the engine over rates would give the
+  same line, measured at more cost).
+
+The figure and its table go to ``docs/figures/paper001-fig6-7.png`` / ``.csv`` with
+``--figure``. Paper 001 ran 30-60 instances on 4 servers; here ``N`` is Spark partitions
+on 2 cores, so work is CPU time and the shares, not wall clock, are what compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from balancebench import replay
+from balancebench.experiment import event_times, execute, summarize
+from balancebench.generators import generate, generator_params
+from balancebench.params import validate_params
+from balancebench.paths import datasets_dir
+from balancebench.schema import positive_int
+from balancebench.strategies import get_strategy, strategy_settings
+from balancebench.streams import build_stream
+from balancebench.workloads import get_workload
+
+SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
+ROOT = Path(__file__).resolve().parents[1]
+SPLIT = ("cpu_communication_s_total", "cpu_processing_s_total", "cpu_idle_s_total")
+
+
+def cell_params(n_nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The checked Params of one node count's runs (the dataset's among them)."""
+    return validate_params(
+        {
+            "workload": "band",
+            "strategies": list(SCHEMES),
+            "n_nodes": n_nodes,
+            "n_batches": args.batches,
+            "n_senders": args.senders,
+            "window_s": args.window,
+            "tpch_scale_factor": args.sf,
+            "zipf_s": args.skew,
+            "input_rate_tuples_per_s": args.rate,
+            "seed": 1,
+        }
+    )
+
+
+def draw(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from balancebench.compare import strategy_color
+
+    top = int(table["n_nodes"].max())
+    at_top = table[table["n_nodes"] == top].set_index("strategy").loc[list(SCHEMES)]
+    fig, (split, cap, use) = plt.subplots(1, 3, figsize=(14.0, 3.9))
+    bottom = np.zeros(len(SCHEMES))
+    for column, label in zip(SPLIT, ("communication", "tuple processing", "idle"), strict=True):
+        share = at_top[column.replace("_s_total", "_share")].to_numpy()
+        split.bar(SCHEMES, share, bottom=bottom, label=label)
+        bottom += share
+    split.set_ylabel(f"share of node + sender CPU (N = {top})")
+    split.set_title("Fig. 6: where the CPU goes", fontsize=9)
+    split.legend(fontsize=8)
+    rates = np.linspace(0.0, 1.2 * table["capacity_tuples_per_s"].max(), 60)
+    for scheme in SCHEMES:
+        part = table[table["strategy"] == scheme].sort_values("n_nodes")
+        colour = strategy_color(scheme)
+        cap.plot(part["n_nodes"], part["capacity_tuples_per_s"], marker="o", color=colour)
+        capacity = float(at_top.loc[scheme, "capacity_tuples_per_s"])
+        use.plot(rates, np.minimum(1.0, rates / capacity), color=colour, label=scheme)
+    cap.set_xlabel("instances N (nodes)")
+    cap.set_ylabel("capacity (tuples/s, everything charged)")
+    cap.set_title("Fig. 7 (top): throughput vs instances", fontsize=9)
+    use.set_xlabel("input rate (tuples/s)")
+    use.set_ylabel(f"node CPU use (derived, N = {top})")
+    use.set_title("Fig. 7 (bottom): CPU use vs input load", fontsize=9)
+    use.legend(fontsize=8)
+    fig.suptitle("Paper 001 Figs. 6-7 (band join with a window, micro-batch engine on Spark)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=positive_int, nargs="+", default=[4, 9, 16])
+    parser.add_argument("--sf", type=float, default=0.02, help="TPC-H scale factor")
+    parser.add_argument("--batches", type=positive_int, default=4)
+    parser.add_argument("--senders", type=positive_int, default=8)
+    parser.add_argument("--window", type=float, default=1.0, help="window of the join (s)")
+    parser.add_argument("--skew", type=float, default=0.0, help="Zipf s of the join key")
+    parser.add_argument("--rate", type=float, default=200_000.0, help="input tuples per s")
+    parser.add_argument("--figure", action="store_true", help="write docs/figures/paper001-*")
+    args = parser.parse_args()
+    try:  # every input checked before any work: the message names the Param
+        cells = [cell_params(n, args) for n in args.nodes]
+    except ValueError as exc:
+        parser.error(str(exc))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from balancebench.spark.engine import EngineConfig, load_replay
+    from balancebench.spark.session import get_session
+
+    spark = get_session("balancebench-parallelization", master="local[*]")
+    rows = []
+    for params in cells:
+        n = params["n_nodes"]
+        folder, _ = generate("tpch", datasets_dir(), generator_params("tpch", params))
+        stream = build_stream("band", folder, params)
+        df, interval = load_replay(spark, stream, args.batches, args.senders)
+        times = event_times(stream)
+        batch_of = replay.batch_index(times, interval, args.batches)
+        workload = get_workload("band")
+        for name in SCHEMES:
+            config = EngineConfig(workload, n, args.batches, interval, args.window)
+            strategy = get_strategy(name, n_nodes=n, **strategy_settings(name, params))
+            batches = execute(spark, df, config, strategy, name, params)
+            out = summarize(batches, times, batch_of, interval)
+            total = sum(out[c] for c in SPLIT)
+            row = {"n_nodes": n, "strategy": name, **{c: out[c] for c in SPLIT}}
+            row.update({c.replace("_s_total", "_share"): out[c] / total for c in SPLIT})
+            row.update(
+                capacity_tuples_per_s=out["capacity_tuples_per_s"],
+                nodes_used_max=out["nodes_used_max"],
+                replication_factor_total=out["replication_factor_total"],
+                result_rows_total=out["result_rows_total"],
+                oracle_passed=all(b.oracle_passed for b in batches),
+            )
+            rows.append(row)
+            print(
+                f"N={n:<3} {name:>17}: nodes used {int(row['nodes_used_max'])}, copies/tuple "
+                f"{row['replication_factor_total']:.2f}, CPU communication "
+                f"{row['cpu_communication_share']:.0%} / processing "
+                f"{row['cpu_processing_share']:.0%} / idle {row['cpu_idle_share']:.0%} "
+                f"({total:.2f} s), capacity {row['capacity_tuples_per_s']:,.0f} tuples/s, "
+                f"oracle {'ok' if row['oracle_passed'] else 'FAILED'}",
+                flush=True,
+            )
+        df.unpersist()
+    spark.stop()
+    table = pd.DataFrame(rows)
+    if args.figure:
+        out_dir = ROOT / "docs" / "figures"
+        table.to_csv(out_dir / "paper001-fig6-7.csv", index=False)
+        draw(table, out_dir / "paper001-fig6-7.png")
+        print(f"-> {out_dir / 'paper001-fig6-7.png'}, .csv")
+
+
+if __name__ == "__main__":
+    main()
