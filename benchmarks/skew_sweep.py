@@ -3,13 +3,18 @@
     uv run python benchmarks/skew_sweep.py                         # topk and eq5, 5 skews
     uv run python benchmarks/skew_sweep.py --workloads topk --skews 1.0 --strategies hash mnrt
     uv run python benchmarks/skew_sweep.py --quick                 # small data, for a smoke run
+    # the default DAG run's question, side by side with repeats (README's first screen):
+    uv run python benchmarks/skew_sweep.py --workloads topk --skews 1.0 --strategies hash \
+        qmmp mnrt --batches 6 --topk-tuples 4500000 --rate 750000 --drift-period 3 --window 1 \
+        --repeats 3
 
 One Spark session (``local[*]``), ``--nodes`` nodes. For each workload and Zipf exponent a
-dataset is generated (topk: ``topic_stream`` with ``--topk-tuples`` events, no drift, so
-skew is the only effect; eq5: ``tpch`` at ``--sf`` with ``l_suppkey`` skewed, both
-sides streamed), replayed in ``--batches`` micro-batches through every strategy that
-serves the workload, exactly as a DAG run does (``experiment.execute``: the engine, or the
-Spark-native baseline), every batch checked by the oracle. Printed per strategy:
+dataset is generated (topk: ``topic_stream`` with ``--topk-tuples`` events, no drift unless
+``--drift-period`` says so, so skew is the only effect; eq5: ``tpch`` at ``--sf`` with
+``l_suppkey`` skewed, both sides streamed), full history unless ``--window`` says so,
+replayed in ``--batches`` micro-batches through every strategy that serves the workload,
+exactly as a DAG run does (``experiment.execute``: the engine, or the Spark-native
+baseline), every batch checked by the oracle. Printed per strategy:
 
 - ``ovr_ideal``: mean over batches 1.. of makespan / ideal (batch 0 runs on the initial
   routing for every strategy, so it is excluded; ``ovr_ideal_all`` includes it);
@@ -20,6 +25,10 @@ Spark-native baseline), every batch checked by the oracle. Printed per strategy:
   cost model's replay clock (all batches); ``mig_s``: the charged migration cost in all;
 - ``recv/node``: tuples shipped to the stateful stage per node (paper 000's network);
 - ``ok``: every batch matched plain Spark SQL.
+
+With ``--repeats`` r > 1 every strategy of a cell runs r times, the order rotated each
+round (a cell's first run after its dataset is loaded pays the JVM's warm-up on the new
+data), and every figure printed is the median over the r runs.
 
 Node stages must run long enough for task times to mean something (stack-notes: hundreds
 of ms); the defaults aim there on 2 cores. Targets checked at the end: mnrt within 1.15x of
@@ -73,7 +82,7 @@ def dataset(workload: str, skew: float, args: argparse.Namespace) -> tuple[str, 
         "n_tuples": args.topk_tuples,
         "n_keys": args.topk_keys,
         "zipf_s": skew,
-        "topic_stream_drift_period_s": 0.0,
+        "topic_stream_drift_period_s": args.drift_period,
         "input_rate_tuples_per_s": args.rate,
         "seed": 1,
     }
@@ -97,7 +106,7 @@ def cell_params(workload: str, skew: float, args: argparse.Namespace) -> dict[st
             "n_nodes": args.nodes,
             "n_batches": args.batches,
             "n_senders": args.senders,
-            "window_s": 0.0,
+            "window_s": args.window,
             "tolerance": args.tolerance,
         }
     )
@@ -106,7 +115,9 @@ def cell_params(workload: str, skew: float, args: argparse.Namespace) -> dict[st
 def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[str, Any]:
     from balancebench.spark.engine import EngineConfig
 
-    config = EngineConfig(get_workload(workload), args.nodes, args.batches, interval, 0.0)
+    config = EngineConfig(
+        get_workload(workload), args.nodes, args.batches, interval, params["window_s"]
+    )
     strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
     started = time.perf_counter()
     batches = execute(spark, df, config, strategy, name, params)
@@ -132,6 +143,20 @@ def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[s
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from repeated runs of a strategy: the median of every figure, ``ok`` only
+    if every run passed the oracle, and the repeats' per-batch makespans side by side."""
+    out: dict[str, Any] = {"repeats": len(runs)}
+    for k, v in runs[0].items():
+        if k == "ok":
+            out[k] = all(r["ok"] for r in runs)
+        elif k == "batch_makespans_ms":
+            out[k] = [r[k] for r in runs] if len(runs) > 1 else v
+        else:
+            out[k] = float(np.median([r[k] for r in runs]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="*", default=["topk", "eq5"])
@@ -152,6 +177,15 @@ def main() -> None:
     parser.add_argument("--topk-keys", type=positive_int, default=10_000)
     parser.add_argument("--rate", type=float, default=4_000_000.0)
     parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument(
+        "--window", type=float, default=0.0, help="window (s) of every workload; 0 = full history"
+    )
+    parser.add_argument(
+        "--drift-period", type=float, default=0.0, help="topk: s per hot set (0: no drift)"
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=1, help="runs per strategy, median printed"
+    )
     parser.add_argument("--quick", action="store_true", help="small data (smoke run)")
     args = parser.parse_args()
     if args.quick:
@@ -194,13 +228,24 @@ def main() -> None:
                     print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
                     rows.append({"workload": workload, "s": skew, "strategy": name, "ok": False})
                 continue
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            failed: set[str] = set()
+            for rep in range(args.repeats):
+                for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                    if name in failed:
+                        continue
+                    try:
+                        runs[name].append(
+                            run_one(spark, workload, stream, df, interval, name, params, args)
+                        )
+                    except Exception as exc:  # report and go on: one strategy must not stop
+                        print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
+                        failed.add(name)
             for name in names:
-                try:
-                    r = run_one(spark, workload, stream, df, interval, name, params, args)
-                except Exception as exc:  # report and go on: one strategy must not stop the sweep
-                    print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
+                if name in failed:
                     rows.append({"workload": workload, "s": skew, "strategy": name, "ok": False})
                     continue
+                r = median_run(runs[name])
                 rows.append({"workload": workload, "s": skew, "strategy": name, **r})
                 print(
                     f"{workload:>8} {skew:>4} {name:>15} {r['ovr_ideal']:>9.2f} "

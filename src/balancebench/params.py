@@ -162,12 +162,18 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
 EXPERIMENT_PARAMS.update(DATASET_PARAMS)
 # The DAGs' defaults ask a question where skew matters and time figures mean something:
 # at Zipf 1.0 (paper 000 sweeps 0-1.5) hash's tuple imbalance on the default stream is
-# above 0.5, where at the generators' 0.8 it is about 0.3; 3M tuples in 6 batches give
-# the slowest node over 100 ms of work per batch (fixed per-task costs are a few ms).
-# Measured with `make run` on these defaults: hash imbalance 1.10, slowest node 127 ms a batch.
+# above 0.5, where at the generators' 0.8 it is about 0.3; 4.5M tuples at 750k/s in 6
+# batches of 1 s give the slowest node about 100 ms of work or more per batch (fixed
+# per-task costs are a few ms). Measured 2026-11-25 (README's first screen): hash
+# imbalance 1.10 and its slowest node 88-255 ms a batch (mean 124-190 ms); at 3M it was
+# 70-105 ms, and the planners' balanced batches 53-98 ms.
 _DAG_DEFAULTS = {
     "zipf_s": (1.0, "The DAGs' default is 1.0, where hashing is clearly imbalanced."),
-    "n_tuples": (3_000_000, "The DAGs' default is 3M (500k tuples per default batch)."),
+    "n_tuples": (4_500_000, "The DAGs' default is 4.5M (750k tuples per default batch)."),
+    "input_rate_tuples_per_s": (
+        750_000,
+        "The DAGs' default is 750k: 6 default batches of 1 s, 750k tuples each.",
+    ),
     # A hot set that drifts every batch (the generator's 1 s at the default 1 s batches)
     # makes every plan stale on arrival: the question would be drift, not skew.
     "topic_stream_drift_period_s": (
