@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import execute
+from balancebench.experiment import execute, rotated_rounds
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
@@ -115,10 +115,9 @@ def main() -> None:
         stream = build_stream("eq5", folder, params)
         df, interval = load_replay(spark, stream, args.batches, args.senders)
         names = params["strategies"]
-        for r in range(args.repeats):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                batches = run(spark, df, interval, name, params, args)
-                results.setdefault((skew, name), []).append(batches)
+        for name in rotated_rounds(names, args.repeats):
+            batches = run(spark, df, interval, name, params, args)
+            results.setdefault((skew, name), []).append(batches)
         for name in names:
             runs = results[(skew, name)]
             work = median_per_batch(runs, lambda b: float(b.node_work_s.sum()))

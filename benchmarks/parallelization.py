@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from balancebench import replay
-from balancebench.experiment import event_times, execute, summarize
+from balancebench.experiment import event_times, execute, rotated_rounds, summarize
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
@@ -144,14 +144,13 @@ def main() -> None:
         batch_of = replay.batch_index(times, interval, args.batches)
         workload = get_workload("band")
         summaries: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMES}
-        for r in range(args.repeats):
-            for name in SCHEMES[r % 3 :] + SCHEMES[: r % 3]:
-                config = EngineConfig(workload, n, args.batches, interval, args.window)
-                strategy = get_strategy(name, n_nodes=n, **strategy_settings(name, params))
-                batches = execute(spark, df, config, strategy, name, params)
-                out = summarize(batches, times, batch_of, interval)
-                out["oracle_passed"] = float(all(b.oracle_passed for b in batches))
-                summaries[name].append(out)
+        for name in rotated_rounds(SCHEMES, args.repeats):
+            config = EngineConfig(workload, n, args.batches, interval, args.window)
+            strategy = get_strategy(name, n_nodes=n, **strategy_settings(name, params))
+            batches = execute(spark, df, config, strategy, name, params)
+            out = summarize(batches, times, batch_of, interval)
+            out["oracle_passed"] = float(all(b.oracle_passed for b in batches))
+            summaries[name].append(out)
         for name in SCHEMES:
             out = {k: float(np.median([o[k] for o in summaries[name]])) for k in summaries[name][0]}
             total = sum(out[c] for c in SPLIT)

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from balancebench import replay
-from balancebench.experiment import event_times, execute, summarize
+from balancebench.experiment import event_times, execute, rotated_rounds, summarize
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
@@ -230,17 +230,16 @@ def main() -> None:
                 continue
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
             failed: set[str] = set()
-            for rep in range(args.repeats):
-                for name in names[rep % len(names) :] + names[: rep % len(names)]:
-                    if name in failed:
-                        continue
-                    try:
-                        runs[name].append(
-                            run_one(spark, workload, stream, df, interval, name, params, args)
-                        )
-                    except Exception as exc:  # report and go on: one strategy must not stop
-                        print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
-                        failed.add(name)
+            for name in rotated_rounds(names, args.repeats):
+                if name in failed:
+                    continue
+                try:
+                    runs[name].append(
+                        run_one(spark, workload, stream, df, interval, name, params, args)
+                    )
+                except Exception as exc:  # report and go on: one strategy must not stop
+                    print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
+                    failed.add(name)
             for name in names:
                 if name in failed:
                     rows.append({"workload": workload, "s": skew, "strategy": name, "ok": False})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,16 @@ def execute(
         # What a join architecture actually used (grid shape, groups, subgroups).
         tracking._mlflow().log_dict(router.info(), "layout.json")
     return batches
+
+
+def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
+    """Every name ``repeats`` times, one round after another, round ``r`` starting at name
+    ``r mod len(names)``: side-by-side benchmarks run a cell's strategies this way, because
+    the first run after a dataset is loaded pays the JVM's warm-up on the new data, and
+    rotation spreads that over the strategies instead of charging it to the first."""
+    for r in range(repeats):
+        start = r % len(names)
+        yield from [*names[start:], *names[:start]]
 
 
 PROGRESS = "[balancebench progress]"
