@@ -45,12 +45,13 @@ browser:
 # Airflow and spark-submit (measured: 10 CPU-minutes in 27 wall-minutes on one worker).
 test: setup browser
 	$(UV_RUN) ruff check .
-	$(UV_RUN) pytest -n 3 --dist loadfile -m "not faults"
+	$(UV_RUN) pytest -n 3 --dist loadfile -m "not faults and not cluster"
 
-# Fault injection (SIGTERM, SIGKILL, a read-only store, a lost executor): about 7 minutes
-# on two workers; .ci/run runs it after `make test`, which stays within 20 minutes.
+# Fault injection (SIGTERM, SIGKILL, a read-only store, a lost executor) and the Spark
+# standalone cluster tests, which start the cluster once here instead of once in each
+# target; .ci/run runs it after `make test`, which stays within 20 minutes.
 test-faults: setup
-	$(UV_RUN) pytest -n 2 --dist loadfile -m faults
+	$(UV_RUN) pytest -n 2 --dist loadfile -m "faults or cluster"
 
 # Unit tests only (no Spark, Airflow or cluster).
 test-fast: setup

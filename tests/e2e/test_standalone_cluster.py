@@ -20,7 +20,9 @@ from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
 from tests.e2e.conftest import BIN, ROOT, TINY, listening_ports, only_loopback
 
-pytestmark = pytest.mark.slow
+# The whole file runs in `make test-faults`: the cluster (a master, two workers and their
+# executors, five JVMs on the same 2 cores) starts once per CI run, not once per target.
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 SCRIPT = ROOT / "infra" / "spark-standalone.sh"
 
 
