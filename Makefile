@@ -64,7 +64,7 @@ bench: setup
 	$(UV_RUN) python benchmarks/routing_overhead.py
 	$(UV_RUN) python benchmarks/model_speed.py
 
-# The engine against Spark's stateful operator (issue 12, targets 4a-c): about 5 minutes.
+# The engine against Spark's stateful operator (issue 12, targets 4a-c): about 11 minutes.
 bench-engine: setup
 	$(UV_RUN) python benchmarks/engine_vs_streaming.py --sf 0.05
 

@@ -68,6 +68,8 @@ def test_a_child_run_carries_only_the_params_that_apply():
     assert not any(k.startswith(("pkg_", "readj_", "topic_stream_", "packets_")) for k in applies)
     assert any(k.startswith("tpch_") for k in applies)  # eq5 reads the tpch generator
     assert "top_k" not in applies and "band_width" not in applies
+    assert applies["join_arrival"] == "interleaved"  # eq5 and band read it, topk does not
+    assert "join_arrival" not in applicable_params(validate_params({}), ["hash"])
     assert applies["zipf_s"] == params["zipf_s"] and applies["n_nodes"] == params["n_nodes"]
     assert param_section("mnrt_two_stream_ratio") == "Strategy: mnrt"
     assert param_section("tpch_scale_factor") == "Dataset: tpch"

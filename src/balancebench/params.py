@@ -117,6 +117,18 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Band width",
         "description": "band workload: L1.orderkey within this of L2.orderkey (paper: 1).",
     },
+    "join_arrival": {
+        "type": "string",
+        "enum": ["interleaved", "s_first"],
+        "default": "interleaved",
+        "title": "Join arrival order",
+        "description": "Joins built from TPC-H (eq5, band): 'interleaved' = both sides in one "
+        "seeded random order; 's_first' = every S tuple (eq5: the suppliers) arrives before "
+        "the R tuples (a dimension table loaded before the facts stream), each side in its "
+        "interleaved order, at the same arrival times. With s_first a full-history eq5 "
+        "produces the same result rows per batch (each lineitem meets its one supplier), so "
+        "node work per batch shows what the history costs the engine.",
+    },
     "top_k": {
         "type": "integer",
         "minimum": 1,
@@ -258,8 +270,12 @@ def check_inputs(params: dict[str, Any]) -> None:
 
 # ---- what applies to what (trigger-form sections, the Params a child run carries) ----
 
-#: Params that only one workload reads.
-WORKLOAD_ONLY: dict[str, str] = {"band_width": "band", "top_k": "topk"}
+#: Params that only some workloads read.
+WORKLOAD_ONLY: dict[str, tuple[str, ...]] = {
+    "band_width": ("band",),
+    "top_k": ("topk",),
+    "join_arrival": ("eq5", "band"),
+}
 _STRATEGY_PARAMS = {
     strategy_param_name(s, p): s for s, cls in STRATEGIES.items() for p in cls.param_schema
 }
@@ -291,7 +307,7 @@ def applicable_params(params: dict[str, Any], strategies: list[str]) -> dict[str
             continue
         if name in DATASET_PARAMS and name not in reads:
             continue
-        if name in WORKLOAD_ONLY and WORKLOAD_ONLY[name] != params["workload"]:
+        if name in WORKLOAD_ONLY and params["workload"] not in WORKLOAD_ONLY[name]:
             continue
         out[name] = value
     if "strategies" in out:

@@ -16,7 +16,9 @@ is read in place. TPC-H joins and the ``tasks`` text are turned into a stream fi
 deterministically from the dataset digest and the Params (``seed``,
 ``input_rate_tuples_per_s``, ``band_width`` is not needed): the tuples of both join
 sides are interleaved in a seeded random order and given Poisson arrival times at
-``input_rate_tuples_per_s``, so both sides are streamed. Stream files are cached under
+``input_rate_tuples_per_s``, so both sides are streamed; with ``join_arrival`` =
+``s_first`` every S tuple arrives before the R tuples (each side in its interleaved
+order, the same Poisson times). Stream files are cached under
 ``.local/streams/<id>/`` and written atomically.
 """
 
@@ -107,6 +109,9 @@ def build_stream(workload: str, dataset_dir: str | Path, params: dict[str, Any])
             key_meaning="word id" if "user_file_format" in manifest.params else "key",
         )
     own = {"seed": params["seed"], "rate": params["input_rate_tuples_per_s"]}
+    arrival = params.get("join_arrival", "interleaved")
+    if arrival != "interleaved":  # only then: the interleaved streams keep their cache ids
+        own["arrival"] = arrival
     folder = local_dir() / "streams" / _stream_id(workload, manifest.digest, own)
     stream_file = folder / "stream.parquet"
     builders = {"eq5": _eq5, "band": _band, "wordcount": _wordcount_text}
@@ -135,12 +140,17 @@ def _interleave(
     folder: Path, sides: list[tuple[str, np.ndarray, np.ndarray]], own: dict[str, Any]
 ) -> int:
     """Write the union of ``(side, keys, payload)`` inputs in a seeded random arrival
-    order with Poisson times; returns the number of tuples."""
+    order with Poisson times (``own["arrival"]`` ``s_first``: the S tuples first, each
+    side in its interleaved order); returns the number of tuples."""
     rng = np.random.default_rng([own["seed"], 7])
     side = np.concatenate([np.full(len(k), s, dtype=object) for s, k, _ in sides])
     key = np.concatenate([k for _, k, _ in sides]).astype(np.int64)
     payload = np.concatenate([p for _, _, p in sides]).astype(np.int64)
     order = rng.permutation(len(key))
+    if own.get("arrival") == "s_first":
+        # The interleaved order with the S tuples moved to the front (stable: each side
+        # keeps its random order), so the two streams differ only in who arrives when.
+        order = order[np.argsort(side[order] != "S", kind="stable")]
     n = len(key)
     times = poisson_times(rng, n, own["rate"], 0.0)
     table = pa.table(

@@ -267,3 +267,43 @@ def test_string_columns_are_readable(dataset: tuple[Path, Manifest]) -> None:
         "SHIP",
         "TRUCK",
     }
+
+
+def test_s_first_arrival_keeps_the_tuples_and_times_and_puts_every_supplier_first(
+    dataset: tuple[Path, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from balancebench.params import validate_params
+    from balancebench.streams import build_stream
+
+    monkeypatch.setenv("BALANCEBENCH_LOCAL", str(tmp_path))
+    folder, _ = dataset
+    base = {"seed": 3, "input_rate_tuples_per_s": 10_000.0}
+
+    def read(params: dict) -> tuple[str, pa.Table]:
+        replay = build_stream("eq5", folder, params)
+        return replay.files[0], pq.read_table(replay.files[0])
+
+    plain_file, plain = read(base)
+    same_file, _ = read({**base, "join_arrival": "interleaved"})
+    first_file, first = read({**base, "join_arrival": "s_first"})
+    # The default's cache id (and so every earlier interleaved stream) is unchanged.
+    assert same_file == plain_file and first_file != plain_file
+    side = first.column("side").to_numpy(zero_copy_only=False)
+    n_s = int((side == "S").sum())
+    assert n_s > 0 and (side[:n_s] == "S").all() and (side[n_s:] == "R").all()
+    assert first.column("event_time_s").equals(plain.column("event_time_s"))
+    assert first.column("tuple_id").equals(plain.column("tuple_id"))
+
+    def tuples(t: pa.Table) -> list:
+        return sorted(
+            zip(*(t.column(c).to_pylist() for c in ("side", "key", "payload")), strict=True)
+        )
+
+    assert tuples(first) == tuples(plain)
+    # Each side keeps its interleaved (random) order, not the dataset's row order.
+    s_keys = first.column("key").to_numpy()[:n_s]
+    assert not (np.diff(s_keys) >= 0).all()
+    plain_side = plain.column("side").to_numpy(zero_copy_only=False)
+    assert (s_keys == plain.column("key").to_numpy()[plain_side == "S"]).all()
+    with pytest.raises(ValueError, match="join_arrival"):
+        validate_params({"workload": "eq5", "join_arrival": "suppliers"})
