@@ -237,3 +237,14 @@ def test_bad_text_files_fail_fast_and_leave_nothing(tmp_path):
             },
         )
     assert not out.exists()
+
+
+def test_join_arrival_does_not_change_a_text_stream(tmp_path, monkeypatch):
+    from balancebench.streams import build_stream
+
+    monkeypatch.setenv("BALANCEBENCH_LOCAL", str(tmp_path / "local"))
+    d, _ = generate("tasks", tmp_path / "data", SMALL)
+    base = {"seed": 1, "input_rate_tuples_per_s": 1000.0}
+    plain = build_stream("wordcount", d, base)
+    asked = build_stream("wordcount", d, {**base, "join_arrival": "s_first"})
+    assert asked.files == plain.files  # one side: the join Param leaves the stream as is
