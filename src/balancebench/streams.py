@@ -37,8 +37,9 @@ import pyarrow.parquet as pq
 
 from balancebench.generators import get_generator, load_manifest, read_table
 from balancebench.generators.common import poisson_times, write_atomically
+from balancebench.params import WORKLOAD_ONLY
 from balancebench.paths import local_dir
-from balancebench.workloads import AGGREGATE, check_dataset, get_workload
+from balancebench.workloads import check_dataset, get_workload
 
 STREAM_SCHEMA = pa.schema(
     [
@@ -110,9 +111,9 @@ def build_stream(workload: str, dataset_dir: str | Path, params: dict[str, Any])
         )
     own = {"seed": params["seed"], "rate": params["input_rate_tuples_per_s"]}
     arrival = params.get("join_arrival", "interleaved")
-    # Joins only (an aggregation's text has one side); only when not interleaved, so the
-    # interleaved streams keep their cache ids.
-    if get_workload(workload).operator != AGGREGATE and arrival != "interleaved":
+    # Only the workloads that read it (the Params' own map); only when not interleaved,
+    # so the interleaved streams keep their cache ids.
+    if workload in WORKLOAD_ONLY["join_arrival"] and arrival != "interleaved":
         own["arrival"] = arrival
     folder = local_dir() / "streams" / _stream_id(workload, manifest.digest, own)
     stream_file = folder / "stream.parquet"
