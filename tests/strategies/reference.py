@@ -78,3 +78,23 @@ def _qmmp(self, parts: Parts, n_nodes: int, tolerance: float) -> Parts:
 MERGE_BACK, MERGE_ACROSS, MERGE_OUT = 0, 1, 2
 UNCHANGED_BACK, UNCHANGED_ACROSS, UNCHANGED_OUT = 3, 4, 5
 SPLIT_BACK, SPLIT_ACROSS, SPLIT_OUT = 6, 7, 8
+
+
+def reference_choices(
+    cand: np.ndarray, heavy: np.ndarray, sent: list[int], all_nodes: bool, d: int
+) -> list[int]:
+    """PKG / D-Choices / W-Choices' per-tuple choice as the plain Python loop it was
+    before it was compiled (``pkg.choose_nodes``): ``sent`` is updated in place."""
+    n_nodes = len(sent)
+    out = []
+    for i in range(len(cand)):
+        if heavy[i] and all_nodes:
+            j = min(range(n_nodes), key=sent.__getitem__)  # ties: lower node
+        elif heavy[i] and d > 2:
+            j = min(cand[i][:d], key=sent.__getitem__)  # ties: earlier candidate
+        else:
+            a, b = cand[i][0], cand[i][1]
+            j = a if sent[a] <= sent[b] else b
+        sent[j] += 1
+        out.append(j)
+    return out

@@ -16,7 +16,10 @@ The sketch is updated once per chunk of ``sketch_chunk`` tuples, before that chu
 routed, by merging the chunk's exact counts into the summary (the mergeable-summary
 update of Space-Saving: a key new to a full summary starts from its minimum count; the
 ``capacity`` largest counters are kept). Choosing among candidates is sequential per
-sender (each choice changes the sender's load vector) and runs as a plain loop.
+sender (each choice changes the sender's load vector): a loop over the tuples, compiled
+with numba (:func:`choose_nodes`; the same loop in plain Python took 0.3 us per tuple,
+as much as the whole JVM routing stage of ``hash``). The candidates and the sketch stay
+vectorised numpy.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from balancebench.hashing import home_nodes, salted_nodes
@@ -71,6 +75,47 @@ def space_saving_merge(
     return merged_keys[order], merged_counts[order]
 
 
+@numba.njit(
+    "void(int64[:, :], boolean[:], int64[:], boolean, int64, int32[:])",
+    cache=True,
+    nogil=True,
+)
+def choose_nodes(
+    cand: np.ndarray,
+    heavy: np.ndarray,
+    sent: np.ndarray,
+    all_nodes: bool,
+    d: int,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - compiled; its decisions are tested tuple for tuple
+    """One sender's choices for a chunk, in order, updating ``sent`` in place.
+
+    Tuple ``i``: a heavy hitter goes to the least-loaded node of all (``all_nodes``; ties
+    to the lower node) or of its ``d`` candidates (ties to the earlier candidate); any
+    other tuple to the less-loaded of its first two candidates (ties to ``F(k)``).
+    Compiled ahead of time (the signature above) when the module is imported, so a
+    Spark Python worker pays the compilation once, outside the routing it measures."""
+    n_nodes = sent.shape[0]
+    for i in range(cand.shape[0]):
+        if heavy[i] and all_nodes:
+            j = 0
+            for x in range(1, n_nodes):
+                if sent[x] < sent[j]:
+                    j = x
+        elif heavy[i] and d > 2:
+            j = cand[i, 0]
+            for c in range(1, d):
+                x = cand[i, c]
+                if sent[x] < sent[j]:
+                    j = x
+        else:
+            a = cand[i, 0]
+            b = cand[i, 1]
+            j = a if sent[a] <= sent[b] else b
+        sent[j] += 1
+        out[i] = j
+
+
 class PkgStrategy(Strategy):
     name = "pkg"
     reference = "Nasir et al., ICDE 2015 (paper 000 baseline PKG)"
@@ -106,28 +151,18 @@ class PkgStrategy(Strategy):
         keys = np.asarray(keys, dtype=np.int64)
         d = min(self.n_choices(n_nodes), n_nodes)
         all_nodes = d == n_nodes and d > 2
-        cand = candidates(keys, n_nodes, 2 if all_nodes else max(d, 2))
+        cand = np.ascontiguousarray(
+            candidates(keys, n_nodes, 2 if all_nodes else max(d, 2)), dtype=np.int64
+        )
         out = np.empty(len(keys), dtype=np.int32)
-        sent = state.sent.tolist()
+        sent = np.array(state.sent, dtype=np.int64)
         chunk = max(int(self.settings.get("sketch_chunk", len(keys) or 1)), 1)
         for start in range(0, len(keys), chunk):
             stop = min(start + chunk, len(keys))
-            heavy = self.heavy(keys[start:stop], state, n_nodes).tolist()
+            heavy = np.ascontiguousarray(self.heavy(keys[start:stop], state, n_nodes), dtype=bool)
             state.seen += stop - start
-            first = cand[start:stop, 0].tolist()
-            second = cand[start:stop, 1].tolist()
-            rest = cand[start:stop, :d].tolist() if d > 2 and not all_nodes else None
-            for i in range(stop - start):
-                if heavy[i] and all_nodes:
-                    j = min(range(n_nodes), key=sent.__getitem__)  # ties: lower node
-                elif heavy[i] and rest is not None:
-                    j = min(rest[i], key=sent.__getitem__)  # ties: earlier candidate
-                else:
-                    a, b = first[i], second[i]
-                    j = a if sent[a] <= sent[b] else b
-                sent[j] += 1
-                out[start + i] = j
-        state.sent = np.array(sent, dtype=np.int64)
+            choose_nodes(cand[start:stop], heavy, sent, all_nodes, d, out[start:stop])
+        state.sent = sent
         return out
 
     def route(
