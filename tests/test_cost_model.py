@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.metrics import BatchCosts, clock
+from balancebench.metrics import BatchCosts, attribute_migration, clock, fit_node_work
 
 
 def record(b: int, node: list[float], **kw) -> BatchCosts:
@@ -36,34 +36,38 @@ def test_migration_is_the_slowest_involved_node_with_its_transfer():
         migration_received_bytes=np.array([0.0, 0.0, 25e6]),
     )
     # 125 MB/s: node 0 = 0.1 + 0.4, node 2 = 0.3 + 0.2.
-    assert r.migration_transfer_s(125.0).tolist() == pytest.approx([0.4, 0.0, 0.2])
-    assert r.migration_s(125.0) == pytest.approx(0.5)
+    assert r.migration_transfer_s.tolist() == pytest.approx([0.4, 0.0, 0.2])
+    assert r.migration_s == pytest.approx(0.5)
     assert r.migration_bytes == pytest.approx(50e6)
+    # inside the batch: node 0 finishes at 0.1 + 0.5, node 2 at 0.1 + 0.5, node 1 at 0.1
+    assert r.service_s == pytest.approx(0.6)
 
 
 def test_doubling_the_bytes_moved_doubles_the_transfer_part():
     sent = np.array([10e6, 0.0, 4e6])
     received = np.array([0.0, 14e6, 0.0])
     work = np.array([0.05, 0.02, 0.01])
-    once = record(
-        0,
-        [0.1] * 3,
-        migration_work_s=work,
-        migration_sent_bytes=sent,
-        migration_received_bytes=received,
-    )
-    twice = record(
-        0,
-        [0.1] * 3,
-        migration_work_s=work,
-        migration_sent_bytes=2 * sent,
-        migration_received_bytes=2 * received,
-    )
     for bw in (125.0, 12.5):
-        assert twice.migration_transfer_s(bw) == pytest.approx(2 * once.migration_transfer_s(bw))
+        once = record(
+            0,
+            [0.1] * 3,
+            migration_work_s=work,
+            migration_sent_bytes=sent,
+            migration_received_bytes=received,
+            bandwidth_mb_per_s=bw,
+        )
+        twice = record(
+            0,
+            [0.1] * 3,
+            migration_work_s=work,
+            migration_sent_bytes=2 * sent,
+            migration_received_bytes=2 * received,
+            bandwidth_mb_per_s=bw,
+        )
+        assert twice.migration_transfer_s == pytest.approx(2 * once.migration_transfer_s)
         # the CPU part is unchanged: the total grows by exactly the added transfer
-        extra = twice.migration_s(bw) - once.migration_s(bw)
-        assert extra == pytest.approx(once.migration_transfer_s(bw).max(), rel=0.01)
+        extra = twice.migration_s - once.migration_s
+        assert extra == pytest.approx(once.migration_transfer_s.max(), rel=0.01)
 
 
 def test_harness_is_driver_wall_minus_what_is_charged_and_never_enters_the_clock():
@@ -80,20 +84,26 @@ def test_harness_is_driver_wall_minus_what_is_charged_and_never_enters_the_clock
     assert np.array_equal(sluggish.schedule.end_s, fast.schedule.end_s)
 
 
-def test_plan_and_migration_delay_the_next_batch_not_this_one():
+def test_the_plan_delays_the_next_batch_and_a_migration_lengthens_its_own():
     interval = 1.0
     t, b = arrivals(2, 10, interval)
-    r0 = record(
-        0,
-        [0.5],
-        plan_s=0.2,
-        migration_work_s=np.array([0.3]),
-        migration_sent_bytes=np.array([0.0]),
+    r0 = record(0, [0.5, 0.5], plan_s=0.2)
+    # the migration after batch 0 rides batch 1: 0.3 s of CPU on node 1
+    r1 = record(
+        1,
+        [0.9, 0.4],
+        migration_work_s=np.array([0.0, 0.3]),
+        migration_sent_bytes=np.array([0.0, 0.0]),
     )
-    run = clock([r0, record(1, [0.9])], t, b, interval)
-    # batch 0 ends at 1.0 + 0.5; batch 1 closes at 2.0 but waits for 1.5 + 0.2 + 0.3 = 2.0
+    run = clock([r0, r1], t, b, interval)
+    # batch 0 ends at 1.0 + 0.5; batch 1 closes at 2.0 (the plan is ready at 1.7) and
+    # lasts max(0.9, 0.4 + 0.3): the migration lands on a node that is not the slowest
     assert run.schedule.end_s.tolist() == pytest.approx([1.5, 2.9])
-    assert run.delay_s.tolist() == pytest.approx([0.5, 0.0])
+    assert run.delay_s.tolist() == pytest.approx([0.2, 0.0])
+    assert run.migration_s.tolist() == pytest.approx([0.0, 0.3])
+    # on the slowest node it adds to the batch
+    r1_slow = record(1, [0.9, 0.4], migration_work_s=np.array([0.3, 0.0]))
+    assert clock([r0, r1_slow], t, b, interval).schedule.end_s[1] == pytest.approx(3.2)
 
 
 def test_throughput_delivered_capacity_and_sustainable_rate():
@@ -128,13 +138,13 @@ def test_no_batches_is_refused():
 
 
 def test_cpu_split_communication_processing_idle():
-    """Paper 001 Fig. 6's split from hand-made batches: routing + receive is
-    communication, the other node stages processing, and the nodes of the layout waiting
-    for the slowest one idle (a node that received nothing is not in the layout)."""
+    """Paper 001 Fig. 6's split from hand-made batches: routing is communication, the
+    node stages processing, and the nodes of the layout waiting for the slowest one idle
+    (a node that received nothing is not in the layout)."""
     from balancebench.experiment import summarize
     from balancebench.spark.loop import BatchResult
 
-    def batch(b: int, work: list[float], received: list[int], receive_s: float) -> BatchResult:
+    def batch(b: int, work: list[float], received: list[int]) -> BatchResult:
         n = len(work)
         return BatchResult(
             batch=b,
@@ -148,12 +158,83 @@ def test_cpu_split_communication_processing_idle():
             node_cpu_time_s=np.array(work),
             route_work_s=0.5,
             senders=2,
-            extra={"node_work_receive_s": receive_s},
         )
 
-    batches = [batch(0, [1.0, 3.0, 0.0], [5, 5, 0], 0.4), batch(1, [2.0, 2.0, 0.0], [5, 5, 0], 1.0)]
+    batches = [batch(0, [1.0, 3.0, 0.0], [5, 5, 0]), batch(1, [2.0, 2.0, 0.0], [5, 5, 0])]
     out = summarize(batches, np.arange(20.0) / 20, np.repeat([0, 1], 10), 1.0)
-    assert out["cpu_communication_s_total"] == pytest.approx(0.5 + 0.5 + 0.4 + 1.0)
-    assert out["cpu_processing_s_total"] == pytest.approx(4.0 + 4.0 - 1.4)
+    assert out["cpu_communication_s_total"] == pytest.approx(0.5 + 0.5)
+    assert out["cpu_processing_s_total"] == pytest.approx(4.0 + 4.0)
     # Batch 0: 2 nodes x 3 s - 4 s = 2 s waiting; batch 1: balanced, 0.
     assert out["cpu_idle_s_total"] == pytest.approx(2.0)
+
+
+def test_a_migration_of_nothing_costs_nothing():
+    # Given a batch in which no row moved (the exchange's extra tasks wrote nothing)
+    n = 3
+    migration, node = attribute_migration(
+        node_cpu_s=np.array([0.2, 0.3, 0.1]),
+        stage_cpu_s=np.array([0.2, 0.3, 0.1]),
+        stage_records=np.array([1000, 1500, 500]),
+        fixed_s=0.01,
+        moved_in_rows=np.zeros(n),
+        extract_cpu_s=np.zeros(n),
+        extract_rows=np.zeros(n),
+        extract_bytes=np.zeros(n),
+        send_cpu_per_row_s=1e-6,
+    )
+    # Then nothing is charged and the nodes keep their whole work
+    assert migration.work_s.tolist() == [0.0] * n
+    assert record(0, node.tolist(), migration_work_s=migration.work_s).migration_s == 0.0
+    assert node.tolist() == pytest.approx([0.2, 0.3, 0.1])
+
+
+def test_moving_twice_the_rows_costs_more_and_the_scan_is_not_charged():
+    def moved(rows: float) -> tuple:
+        # node 0 sends `rows` rows to node 2; its extra map task also scanned its state
+        return attribute_migration(
+            node_cpu_s=np.array([0.2, 0.3, 0.1 + 2e-6 * rows]),
+            stage_cpu_s=np.array([0.2, 0.3, 0.1 + 2e-6 * rows]),
+            stage_records=np.array([100_000, 150_000, 50_000 + rows]),
+            fixed_s=0.01,
+            moved_in_rows=np.array([0.0, 0.0, rows]),
+            extract_cpu_s=np.array([0.004 + 1e-6 * rows, 0.004, 0.004]),
+            extract_rows=np.array([rows, 0.0, 0.0]),
+            extract_bytes=np.array([40.0 * rows, 0.0, 0.0]),
+            send_cpu_per_row_s=1e-6,
+        )
+
+    (once, node_once), (twice, node_twice) = moved(5_000), moved(10_000)
+    # sending: the senders' 1 us per row written; receiving: node 2's CPU per row read
+    assert once.work_s[0] == pytest.approx(5_000e-6)
+    assert twice.work_s[0] == pytest.approx(2 * once.work_s[0])
+    per_row = (0.1 + 2e-6 * 5_000 - 0.01) / 55_000
+    assert once.work_s[2] == pytest.approx(per_row * 5_000)
+    assert twice.work_s[2] > 1.8 * once.work_s[2]
+    assert once.received_bytes[2] > 0
+    assert twice.received_bytes[2] == pytest.approx(2 * once.received_bytes[2])
+    # the receiving node's own work is what is left once the moved rows are taken off
+    assert node_once[2] == pytest.approx(0.1 + 2e-6 * 5_000 - once.work_s[2])
+    # the extra tasks' scan of the state (0.004 s each) is reported, not charged
+    assert once.extract_s == pytest.approx(3 * 0.004)
+    assert twice.extract_s == pytest.approx(once.extract_s)
+    costs = [
+        record(
+            0,
+            n.tolist(),
+            migration_work_s=m.work_s,
+            migration_sent_bytes=m.sent_bytes,
+            migration_received_bytes=m.received_bytes,
+        )
+        for m, n in ((once, node_once), (twice, node_twice))
+    ]
+    assert costs[1].migration_s > costs[0].migration_s > 0
+
+
+def test_node_work_fit():
+    received = np.array([[100, 200, 300], [400, 500, 600]])
+    work = 0.005 + 2e-6 * received
+    intercept, slope, r2 = fit_node_work(received, work)
+    assert intercept == pytest.approx(0.005) and slope == pytest.approx(2e-6)
+    assert r2 == pytest.approx(1.0)
+    noisy = work + np.array([[0.0, 1e-4, -1e-4], [5e-5, 0.0, -2e-5]])
+    assert 0.5 < fit_node_work(received, noisy)[2] < 1.0

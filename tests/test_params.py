@@ -53,7 +53,7 @@ def test_enum_message_lists_allowed_values():
 
 def test_strategy_params_are_params():
     p = validate_params({"readj_max_iterations": 5, "balanceload_buckets": 64})
-    assert p["readj_max_iterations"] == 5 and p["pkg_senders"] == 4
+    assert p["readj_max_iterations"] == 5 and p["pkg_senders"] is None  # the run's n_senders
     with pytest.raises(ValueError, match="balanceload_buckets: 0 is less than the minimum of 1"):
         validate_params({"balanceload_buckets": 0})
 

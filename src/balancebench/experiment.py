@@ -73,8 +73,8 @@ def summarize(
 ) -> dict[str, float]:
     """Run-level metrics from the measured batches, under the cost model (definitions in
     ``metrics``)."""
-    costs = [b.costs() for b in batches]
-    run = metrics.clock(costs, event_time_s, batch_of, interval_s, bandwidth_mb_per_s)
+    costs = [b.costs(bandwidth_mb_per_s) for b in batches]
+    run = metrics.clock(costs, event_time_s, batch_of, interval_s)
     makespan = np.array([b.makespan_s for b in batches])
     plans = [b.plan for b in batches if b.plan is not None]
     plan_ms = np.array([p.plan_time_ms for p in plans])
@@ -85,9 +85,18 @@ def summarize(
     tuples = sum(b.input_tuples for b in batches)
     received = sum(b.received_tuples for b in batches)
     nodes_used = max(b.nodes_used for b in batches)
-    receive_s = sum(b.extra.get("node_work_receive_s", 0.0) for b in batches)
     node_work_s = [float(b.node_work_s.sum()) for b in batches]
-    return {
+    _, per_tuple_s, r2 = metrics.fit_node_work(
+        np.array([b.node_received for b in batches]), np.array([b.node_work_s for b in batches])
+    )
+    # A scale-out's adjustment: the plan made after the batch nodes joined, and the
+    # migration it caused, carried out in the next batch.
+    adjustment = sum(
+        costs[i].plan_s + (costs[i + 1].migration_s if i + 1 < len(costs) else 0.0)
+        for i, b in enumerate(batches)
+        if b.extra.get("scaled_out")
+    )
+    out = {
         "plan_time_ms_mean": float(plan_ms.mean()) if len(plan_ms) else 0.0,
         "plan_time_ms_max": float(plan_ms.max()) if len(plan_ms) else 0.0,
         "imbalance_max_over_mean_mean": float(imb.mean()),
@@ -100,16 +109,13 @@ def summarize(
         "migrated_tuples_total": float(sum(b.migrated_tuples for b in batches)),
         "migration_s_total": float(run.migration_s.sum()),
         "migration_bytes_total": float(sum(c.migration_bytes for c in costs)),
+        "migration_extract_s_total": float(
+            sum(b.migration.extract_s for b in batches if b.migration is not None)
+        ),
         "harness_s_total": float(run.harness_s.sum()),
         "retried_stages_total": float(sum(b.extra.get("retried_stages", 0.0) for b in batches)),
         "scale_outs_total": float(sum(b.extra.get("scaled_out", 0.0) for b in batches)),
-        "scale_out_adjustment_s_total": float(
-            sum(
-                c.plan_s + c.migration_s(bandwidth_mb_per_s)
-                for b, c in zip(batches, costs, strict=True)
-                if b.extra.get("scaled_out")
-            )
-        ),
+        "scale_out_adjustment_s_total": float(adjustment),
         "latency_p50_s": run.latency_s[50.0],
         "latency_p95_s": run.latency_s[95.0],
         "latency_p99_s": run.latency_s[99.0],
@@ -125,19 +131,25 @@ def summarize(
         "state_tuples_max_node_max": float(max(b.node_state.max() for b in batches)),
         "result_rows_total": float(sum(b.result_rows for b in batches)),
         "input_tuples_total": float(tuples),
-        "cpu_communication_s_total": float(sum(b.route_work_s for b in batches) + receive_s),
-        "cpu_processing_s_total": float(sum(node_work_s) - receive_s),
+        "node_work_per_tuple_us": per_tuple_s * 1e6,
+        "node_work_r2": r2,
+        "cpu_communication_s_total": float(sum(b.route_work_s for b in batches)),
+        "cpu_processing_s_total": float(sum(node_work_s)),
         "cpu_idle_s_total": float(
             sum(b.nodes_used * b.makespan_s - w for b, w in zip(batches, node_work_s, strict=True))
         ),
     }
+    fixed = batches[0].node_fixed_s
+    if fixed is not None:
+        out["node_fixed_s"] = float(fixed)
+    return out
 
 
 def batch_metrics(
     result: Any, bandwidth_mb_per_s: float = metrics.DEFAULT_BANDWIDTH_MB_PER_S
 ) -> dict[str, float]:
     """The per-batch series (``step`` = batch index)."""
-    costs = result.costs()
+    costs = result.costs(bandwidth_mb_per_s)
     out = {
         "batch_tuples": float(result.input_tuples),
         "imbalance_max_over_mean": result.imbalance_max_over_mean,
@@ -151,7 +163,7 @@ def batch_metrics(
         "service_s": costs.service_s,
         "routing_table_entries": float(result.routing_table_entries),
         "batch_wall_s": result.wall_s,
-        "harness_s": costs.harness_s(bandwidth_mb_per_s),
+        "harness_s": costs.harness_s,
         "nodes_used": float(result.nodes_used),
         "avg_received_tuples_per_node": (
             result.received_tuples / result.nodes_used if result.nodes_used else 0.0
@@ -161,13 +173,13 @@ def batch_metrics(
         "state_tuples_max_node": float(result.node_state.max()),
         "result_rows": float(result.result_rows),
         "migrated_tuples": float(result.migrated_tuples),
-        "migration_s": costs.migration_s(bandwidth_mb_per_s),
-        "migration_transfer_s": float(
-            costs.migration_transfer_s(bandwidth_mb_per_s).max(initial=0.0)
-        ),
+        "migration_s": costs.migration_s,
+        "migration_transfer_s": float(costs.migration_transfer_s.max(initial=0.0)),
         "migration_bytes": costs.migration_bytes,
         **{k: float(v) for k, v in result.extra.items()},
     }
+    if result.migration is not None:
+        out["migration_extract_s"] = result.migration.extract_s
     if result.plan is not None:
         out["plan_time_ms"] = result.plan.plan_time_ms
         out["split_keys"] = float(result.plan.split_keys)

@@ -6,26 +6,37 @@ Convention (architecture.md): a per-batch series is logged under the bare name w
 wall time, oracle) have no suffix and no step. This table is logged as
 ``metric_definitions.json`` on every MLflow run and rendered in the README.
 
-**The cost model** (architecture.md, issue 12) is the only thing the replay clock
-charges to a strategy, all in one currency, seconds of measured work:
+**The cost model** (architecture.md, issues 12 and 26) is the only thing the replay
+clock charges to a strategy, all in one currency, seconds of measured CPU:
 
 - *routing* (at the senders): the summed CPU time of the routing-stage tasks (the tasks
-  that read the batch, decide every tuple's node(s) and write the shuffle to the nodes)
-  divided by the senders (the input partitions), so a larger routing table (O2) costs
-  what its lookups cost;
-- *node service*: the max over nodes of the node's CPU time in every stage it works in
-  for the batch (receive, operator, state update, merging split keys' partials);
+  that read the batch, decide every tuple's node(s) and write the exchange to the nodes;
+  a Python worker's own CPU measured inside it, since Spark's ``executorCpuTime`` sees
+  only the JVM's threads) divided by the senders (the input partitions), so a larger
+  routing table (O2) costs what its lookups cost;
+- *node service*: the max over nodes of the node's CPU time in every node stage it works
+  in for the batch (the fused receive/operator/state stage; an aggregation's merge of
+  split keys' partials at their home node), less what a migration's rows cost there;
 - *plan*: the driver wall time of ``strategy.plan()`` (O1; the coordinator spends it);
-- *migration*: for every node that sends or receives state, its CPU time in the
-  migration tasks plus ``max(bytes sent, bytes received) / network_bandwidth_mb_per_s``
-  (links are full duplex); the max over those nodes (pairs move in parallel).
+- *migration*: the plan's moves ride the next batch's exchange (``spark.engine``), so a
+  migration costs what its rows cost in the stages they ride (:func:`attribute_migration`):
+  at a sending node the rows it writes into the exchange times the senders' CPU per row
+  written; at a receiving node the rows it reads times its node stage's CPU per row read
+  (its calibrated fixed cost left out); plus ``max(bytes sent, bytes received) /
+  network_bandwidth_mb_per_s`` (links are full duplex). A plan that moves nothing costs
+  nothing.
 
-A batch occupies the clock for ``routing + node service``; the next batch cannot start
-before the plan made from it is ready and its migration is applied. Everything else the
-driver spends on a batch (Spark job scheduling, the oracle, statistics collection,
-task-metric reads, checkpoint bookkeeping, the migration jobs' scheduling) is the
-harness's own cost, ``harness_s``: logged, never charged. :func:`clock` is a pure
-function of the measured :class:`BatchCosts`, so every runner is charged alike.
+A batch occupies the clock for ``routing + max over nodes of (node work + migration
+work + transfer)``: a migration delays the batch only where it lands on the node that
+finishes last, as state moving inside the data flow does. The next batch cannot start
+before the plan made from this one is ready. Everything else the driver spends on a
+batch (Spark job scheduling, the oracle, statistics collection, task-metric reads,
+checkpoint bookkeeping) is the harness's own cost, ``harness_s``: logged, never charged.
+The engine's own costs that no strategy causes are reported apart, not charged: the
+node tasks' fixed cost per batch (``node_fixed_s``, measured on a batch with no tuples),
+and a migration's scan of the sending nodes' state for the rows that move
+(``migration_extract_s``). :func:`clock` is a pure function of the measured
+:class:`BatchCosts`, so every runner is charged alike.
 """
 
 from __future__ import annotations
@@ -51,20 +62,22 @@ class BatchCosts:
 
     batch: int
     input_tuples: int
-    #: Per node: CPU seconds in every node stage of the batch.
+    #: Per node: CPU seconds in every node stage of the batch (a migration's share out).
     node_work_s: np.ndarray
     #: Summed CPU seconds of the routing-stage tasks, and the senders sharing them.
     route_work_s: float = 0.0
     senders: int = 1
     #: Driver wall seconds of ``plan()`` after this batch (0: no plan).
     plan_s: float = 0.0
-    #: Per node: CPU seconds in the migration tasks after this batch, bytes sent and
-    #: received (empty: no migration).
+    #: Per node: CPU seconds of the migration carried out inside this batch, bytes sent
+    #: and received (empty: no migration).
     migration_work_s: np.ndarray = field(default_factory=_zeros)
     migration_sent_bytes: np.ndarray = field(default_factory=_zeros)
     migration_received_bytes: np.ndarray = field(default_factory=_zeros)
-    #: Driver wall seconds of everything done for the batch (its migration included).
+    #: Driver wall seconds of everything done for the batch.
     driver_wall_s: float = 0.0
+    #: Link speed for a migration's transfer (MB/s, 1 MB = 1e6 B).
+    bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S
 
     @property
     def node_service_s(self) -> float:
@@ -75,33 +88,43 @@ class BatchCosts:
         return self.route_work_s / max(1, self.senders)
 
     @property
-    def service_s(self) -> float:
-        """How long the batch occupies the clock: routing, then the slowest node."""
-        return self.routing_s + self.node_service_s
-
-    @property
     def migration_bytes(self) -> float:
         return float(np.sum(self.migration_sent_bytes))
 
-    def migration_transfer_s(self, bandwidth_mb_per_s: float) -> np.ndarray:
+    @property
+    def migration_transfer_s(self) -> np.ndarray:
         """Per node: ``max(sent, received) / bandwidth``."""
         sent, received = _aligned(self.migration_sent_bytes, self.migration_received_bytes)
-        return np.maximum(sent, received) / (bandwidth_mb_per_s * 1e6)
+        return np.maximum(sent, received) / (self.bandwidth_mb_per_s * 1e6)
 
-    def migration_s(self, bandwidth_mb_per_s: float) -> float:
+    @property
+    def node_migration_s(self) -> np.ndarray:
+        """Per node: the migration's CPU there plus its transfer."""
+        work, transfer = _aligned(self.migration_work_s, self.migration_transfer_s)
+        return work + transfer
+
+    @property
+    def migration_s(self) -> float:
         """Max over the nodes involved of (migration CPU + transfer)."""
-        work, transfer = _aligned(
-            self.migration_work_s, self.migration_transfer_s(bandwidth_mb_per_s)
-        )
-        per_node = work + transfer
+        per_node = self.node_migration_s
         return float(per_node.max()) if len(per_node) else 0.0
 
-    def charged_s(self, bandwidth_mb_per_s: float) -> float:
-        return self.service_s + self.plan_s + self.migration_s(bandwidth_mb_per_s)
+    @property
+    def service_s(self) -> float:
+        """How long the batch occupies the clock: routing, then the node that finishes
+        last, its share of the migration included."""
+        work, moving = _aligned(np.asarray(self.node_work_s, float), self.node_migration_s)
+        busy = work + moving
+        return self.routing_s + (float(busy.max()) if len(busy) else 0.0)
 
-    def harness_s(self, bandwidth_mb_per_s: float) -> float:
+    @property
+    def charged_s(self) -> float:
+        return self.service_s + self.plan_s
+
+    @property
+    def harness_s(self) -> float:
         """Driver wall of the batch that the clock does not charge (never negative)."""
-        return max(0.0, self.driver_wall_s - self.charged_s(bandwidth_mb_per_s))
+        return max(0.0, self.driver_wall_s - self.charged_s)
 
 
 def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +133,92 @@ def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         np.pad(np.asarray(a, dtype=float), (0, n - len(a))),
         np.pad(np.asarray(b, dtype=float), (0, n - len(b))),
     )
+
+
+@dataclass(frozen=True)
+class MigrationWork:
+    """A migration carried out inside a batch's exchange, per node, as charged
+    (:func:`attribute_migration`)."""
+
+    #: CPU seconds: writing the rows it sends plus reading the rows it receives.
+    work_s: np.ndarray
+    sent_bytes: np.ndarray
+    received_bytes: np.ndarray
+    rows_sent: np.ndarray
+    rows_received: np.ndarray
+    #: CPU seconds of the extra map tasks beyond their rows' own cost (scanning the
+    #: sending nodes' state for the rows that move): the engine's, not charged.
+    extract_s: float = 0.0
+
+
+def attribute_migration(
+    node_cpu_s: np.ndarray,
+    stage_cpu_s: np.ndarray,
+    stage_records: np.ndarray,
+    fixed_s: float,
+    moved_in_rows: np.ndarray,
+    extract_cpu_s: np.ndarray,
+    extract_rows: np.ndarray,
+    extract_bytes: np.ndarray,
+    send_cpu_per_row_s: float,
+) -> tuple[MigrationWork, np.ndarray]:
+    """What a migration that rode a batch's exchange costs, per node, and the nodes'
+    own work without it. All inputs are measured in that batch (per node arrays):
+
+    - sending side: the exchange's extra map tasks that read node ``d``'s state wrote
+      ``extract_rows[d]`` rows (``extract_bytes[d]`` bytes) in ``extract_cpu_s[d]``; the
+      rows are charged the senders' CPU per row written into the same exchange
+      (``send_cpu_per_row_s``), at most what the tasks spent. The rest of those tasks
+      (finding the rows in the node's state) is reported as ``extract_s``, not charged.
+      Without a senders' figure (no tuple routed) the tasks' CPU is charged whole.
+    - receiving side: node ``d``'s stage that reads the exchange read
+      ``stage_records[d]`` rows from it in ``stage_cpu_s[d]``; ``moved_in_rows[d]`` of
+      them are the migration's, charged ``(stage_cpu_s[d] - fixed_s) / stage_records[d]``
+      each (the stage's CPU per row received, its calibrated fixed cost left out) and
+      taken off the node's work ``node_cpu_s[d]`` (every node stage). For a join that
+      average includes probing the node's history, so it errs high.
+    - bytes: sent as measured; received in proportion to the rows, at the migration's
+      mean bytes per row.
+
+    A migration of nothing costs nothing; twice the rows cost twice the CPU and bytes.
+    """
+    node_cpu_s = np.asarray(node_cpu_s, dtype=float)
+    stage_cpu_s = np.asarray(stage_cpu_s, dtype=float)
+    extract_cpu_s = np.asarray(extract_cpu_s, dtype=float)
+    rows_sent = np.asarray(extract_rows, dtype=float)
+    rows_in = np.asarray(moved_in_rows, dtype=float)
+    records = np.asarray(stage_records, dtype=float)
+    if send_cpu_per_row_s > 0:
+        send = np.minimum(send_cpu_per_row_s * rows_sent, extract_cpu_s)
+    else:
+        send = extract_cpu_s.copy()
+    variable = np.maximum(stage_cpu_s - fixed_s, 0.0)
+    per_row = np.divide(variable, records, out=np.zeros_like(variable), where=records > 0)
+    receive = np.minimum(per_row * rows_in, stage_cpu_s)
+    total_rows = float(rows_sent.sum())
+    bytes_per_row = float(np.sum(extract_bytes)) / total_rows if total_rows else 0.0
+    migration = MigrationWork(
+        work_s=send + receive,
+        sent_bytes=np.asarray(extract_bytes, dtype=float),
+        received_bytes=rows_in * bytes_per_row,
+        rows_sent=rows_sent,
+        rows_received=rows_in,
+        extract_s=float(np.sum(extract_cpu_s - send)),
+    )
+    return migration, node_cpu_s - receive
+
+
+def fit_node_work(received: np.ndarray, work_s: np.ndarray) -> tuple[float, float, float]:
+    """Least squares of node work on tuples received, over (node, batch) points:
+    ``(intercept s, slope s per tuple, r^2)``; r^2 is nan when either does not vary."""
+    x = np.asarray(received, dtype=float).ravel()
+    y = np.asarray(work_s, dtype=float).ravel()
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float(y.mean()) if len(y) else 0.0, 0.0, float("nan")
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (intercept + slope * x)
+    r2 = 1.0 - float(residual @ residual) / float(((y - y.mean()) ** 2).sum())
+    return float(intercept), float(slope), r2
 
 
 @dataclass(frozen=True)
@@ -134,14 +243,13 @@ def clock(
     event_time_s: np.ndarray,
     batch_of: np.ndarray,
     interval_s: float,
-    bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S,
     percentiles: tuple[float, ...] = (50.0, 95.0, 99.0),
 ) -> RunClock:
     """Latency and throughput of a run from its measured batches (module docstring).
 
     - delivered throughput = input tuples / (end of the last batch - first arrival);
     - capacity = input tuples / sum over batches of everything charged (routing, node
-      service, plan, migration): the rate if batches ran back to back;
+      service with the migrations in it, plan): the rate if batches ran back to back;
     - sustainable rate: the highest input rate at which the backlog does not grow, at
       the same batch interval. Routing, node and migration work scale with the tuples
       per batch (factor ``a`` on the replayed rate), the plan time does not: the backlog
@@ -151,10 +259,10 @@ def clock(
     if not batches:
         raise ValueError("batches: at least one measured batch is needed")
     service = np.array([b.service_s for b in batches])
-    migration = np.array([b.migration_s(bandwidth_mb_per_s) for b in batches])
+    migration = np.array([b.migration_s for b in batches])
     plan = np.array([b.plan_s for b in batches])
-    delay = plan + migration
-    harness = np.array([b.harness_s(bandwidth_mb_per_s) for b in batches])
+    delay = plan
+    harness = np.array([b.harness_s for b in batches])
     index = np.array([b.batch for b in batches])
     last_arrival = np.array(
         [event_time_s[batch_of == i].max(initial=0.0) if len(event_time_s) else 0.0 for i in index]
@@ -165,7 +273,7 @@ def clock(
     first = float(event_time_s.min()) if len(event_time_s) else 0.0
     span = float(sched.end_s[-1]) - first
     busy = float((service + delay).sum())
-    work = float((service + migration).mean())
+    work = float(service.mean())
     replayed_rate = tuples / (interval_s * len(batches)) if interval_s > 0 else 0.0
     headroom = interval_s - float(plan.mean())
     # No measured work at all: nothing limits the rate.

@@ -81,18 +81,44 @@ def test_bucket_map_routing_equals_numpy(spark):
 
 
 def test_per_tuple_routing_in_spark_equals_the_library(spark):
-    from balancebench.spark.routing import with_per_tuple_node
+    from balancebench.spark.routers import PerTupleRouter, RouteContext
+    from balancebench.spark.routing import partition_by_node
     from balancebench.strategies import get_strategy
 
+    # Given a Zipf stream laid out over 3 sender partitions (tuple i at sender i mod 3,
+    # in arrival order), routed by dchoices in two batches
     rng = np.random.default_rng(6)
     p = np.arange(1, 201, dtype=float) ** -1.3
     keys = rng.choice(200, 30_000, p=p / p.sum()).astype(np.int64)
     ids = np.arange(len(keys), dtype=np.int64)
-    strategy = get_strategy("dchoices", n_nodes=8, senders=3)
-    expected = strategy.route(keys, ids % 3, {}, 8)
-    df = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys})).repartition(5)
-    states: dict = {}
-    got = with_per_tuple_node(df, strategy, states, 8, 3).toPandas()
-    data = got[got["tuple_id"] >= 0].sort_values("tuple_id")
-    assert np.array_equal(data["node"].to_numpy(), expected)
-    assert sorted(got.loc[got["tuple_id"] < 0, "sender"]) == [0, 1, 2]
+    frame = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys}))
+
+    def laid_out(lo: int, hi: int, senders: int):
+        part = frame.where((F.col("tuple_id") >= lo) & (F.col("tuple_id") < hi))
+        part = part.withColumn("_s", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
+        placed = partition_by_node(part, senders, "_s")
+        return placed.sortWithinPartitions("tuple_id").drop("_s", "_surrogate")
+
+    for stream_senders, own in ((3, None), (5, 3)):
+        strategy = get_strategy("dchoices", n_nodes=8, senders=own)
+        expected = strategy.route(keys, ids % 3, {}, 8)
+        router = PerTupleRouter(strategy, 8, 0.05)
+        ctx = RouteContext(spark, "aggregate", 8, 1, stream_senders)
+        got = np.zeros(len(keys), dtype=np.int64)
+        python_s = []
+        for lo, hi in ((0, 12_000), (12_000, len(keys))):
+            routed = router.route(laid_out(lo, hi, stream_senders), ctx)
+            # When Spark routes the batch: partition s holds sender s's tuples in order
+            parts = routed.select("key", "node").rdd.glom().collect()
+            python_s.append(router.routing_cpu_s())
+            assert len(parts) == 3
+            for sender, rows in enumerate(parts):
+                mine = ids[(ids >= lo) & (ids < hi) & (ids % 3 == sender)]
+                assert [r["key"] for r in rows] == keys[mine].tolist()
+                got[mine] = [r["node"] for r in rows]
+        # Then every decision equals the library's on the whole stream (each sender's
+        # state carried from the first batch to the second) ...
+        assert np.array_equal(got, expected), (stream_senders, own)
+        assert sorted(router.sender_states) == [0, 1, 2]
+        # ... and the Python workers reported the CPU they spent routing
+        assert all(s > 0 for s in python_s)

@@ -3,64 +3,75 @@
 Execution model (one Spark application per strategy run):
 
 - **Replay.** The workload's stream (``balancebench.streams``) is cut into
-  ``n_batches`` equal event-time micro-batches (``replay.batch_index``). Each
-  micro-batch is processed by a few Spark jobs, one after the other.
+  ``n_batches`` equal event-time micro-batches (``replay.batch_index``), laid out over
+  the senders (partition ``s`` = sender ``s``'s tuples in arrival order, ``load_replay``).
 - **Nodes.** A node is one Spark partition of the stateful stage: rows are placed with
   ``routing.partition_by_node`` so partition ``i`` holds exactly node ``i``'s rows (a
   per-node surrogate value whose Murmur3 hash lands in partition ``i``), and every
   later per-node computation reads that partitioning without another shuffle.
-- **Routing.** The strategy's :class:`~balancebench.spark.routers.SparkRouter` gives every
-  tuple its node(s) and role (store / probe / both), as Spark SQL expressions, broadcast
-  tables and Arrow (per-sender strategies). The routed rows are shuffled once: the
-  records each node's task reads are the tuples shipped to it (replicas included; a
-  tuple stored and probing at one node is shipped there once).
+- **One job per batch.** The strategy's :class:`~balancebench.spark.routers.SparkRouter`
+  gives every tuple its node(s) and role (store / probe / both) as Spark SQL expressions,
+  broadcast tables or, for per-sender strategies, a compiled loop in a Python worker.
+  The routed rows cross one exchange (the senders' map stage writes it), and each node's
+  task then does everything the node does for the batch in one pass over its partition:
+  it receives the rows, runs the operator, and updates its state, keeping its new rows
+  as it reads them (``localCheckpoint(eager=False)``: the node stage stores them, no job
+  of its own). An aggregation adds one stage: every key's partials merge at the key's
+  home node. Every node stage pays a task's fixed cost (launch, deserialisation), so the
+  engine runs as few as it can; :meth:`Engine.calibrate` measures that cost before the
+  first batch (``node_fixed_s``).
 - **State lives on its node across batches**, with the same partitioning. A join's
   stored tuples are kept in *pieces* of one side each, written once (a probe scans only
-  the other side's pieces): a batch's stored rows stay in the
-  cache its receive stage built, a merge or a migration checkpoints its result
-  (``MicroBatchLoop.keep``: ``localCheckpoint``, or files that survive a lost executor
-  with ``state_checkpoint`` reliable; the cache is rebuilt from lineage if lost); a node's
-  task scans the union of its pieces of the side it probes (the union keeps
-  the node partitioning), so a batch never rewrites state it did not change (a window
-  join drops a piece once all its tuples are older than ``window_s`` and ignores older
-  rows of a kept piece). Each side's pieces are merged like a binary counter (``merge_pieces``:
-  the nodes' state update, measured as node work), so a node scans O(log batches)
-  pieces, not one per batch. An aggregation's state is its partial counts (one row per
-  node, key and batch slice inside a window, older slices dropped; one running count
-  per node and key for full history), rewritten each batch.
+  the other side's pieces): a batch's stored rows are the rows its node stage received;
+  a window join drops a piece once all its tuples are older than ``window_s`` and
+  ignores older rows of a kept piece. Each side's pieces are merged like a binary
+  counter (``merge_pieces``), inside the node stage that reads them next, so a node
+  scans O(log batches) pieces, not one per batch. An aggregation's state is its partial
+  counts (one row per node, key and batch slice inside a window, older slices dropped;
+  one running count per node and key for full history), rewritten by each batch's node
+  stage.
 - **Operator.** Aggregation: each node counts its tuples per key and adds them to its
   state; the window's answer merges the partials of every node per key at the key's
   home node ``F(k)`` (a split key's partials travel there; that merge is node work;
   TOPK: the ``top_k`` keys by count, ties to the smaller key). Join (paper 000
   Algorithm 1, with MNRT's two-stream rule for split keys, ``routers``): each node
-  joins the probes it received with the tuples it stores (its
-  pieces of the other side and the batch's new stored tuples) on the key (equi) or on
-  ``|k1 - k2| <= band_width`` (band, as an equi-join on the probe's ``2w + 1``
-  candidate keys), keeping a pair only when the stored tuple arrived earlier
-  (``tuple_id`` is the arrival order) and, for a window join, within ``window_s``:
-  every pair is produced exactly once, by the later tuple's probe at the node storing
-  the earlier one. The batch's probes are the hash table and the stored tuples stream
-  through it, so the stored history is read once per batch and never sorted.
+  joins the probes it received with the tuples it stores of the other side (its pieces
+  and the batch's new stored tuples) on the key (equi) or on ``|k1 - k2| <= band_width``
+  (band, as an equi-join on the probe's ``2w + 1`` candidate keys), keeping a pair only
+  when the stored tuple arrived earlier (``tuple_id`` is the arrival order) and, for a
+  window join, within ``window_s``: every pair is produced exactly once, by the later
+  tuple's probe at the node storing the earlier one. The batch's probes are the hash
+  table and the stored tuples stream through it, so the stored history is read once per
+  batch and never sorted.
 - **Oracle.** After every batch the answer is recomputed by plain Spark SQL on the raw
   tuples (``groupBy(key).count()`` over the window; the join of all tuples so far,
   keeping pairs whose later tuple is in this batch) and compared as a multiset. Any
   difference fails the run.
 - **Statistics and plan.** Each node reports, per key, the tuples it stored in the
   batch (``load``) and the state it holds (``state``); the strategy plans (timed, paper
-  000's O1) and the plan's moves are applied to the state before the next batch: a
-  stored tuple moves by a hash of its id, a partial count is split by the moved share.
-  The moved tuples are counted by Spark (``migrated_tuples``) in a job of their own
-  (bookkeeping); the migration's measured work and bytes are charged by the cost model
-  and delay the next batch like the plan time does.
-- **Measured per batch** (Spark's REST API, ``task_metrics.group_work``), each job group
-  by its role: the routing stage's tasks (the senders); per node the tuples read by its
-  task and, summed over its tasks in the node stages (receive, operator, state update,
-  merge), ``executorCpuTime`` (the node's work) and ``executorRunTime`` (wall); and per
-  node the migration tasks' CPU with the shuffle bytes they write and read. Why CPU
-  time: the nodes are partitions sharing a few cores with the driver, the JIT and the
-  GC, so a task's wall time is mostly waiting for a core (measured: 16M tuples, 8 nodes,
-  2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts where CPU max/mean
-  is 1.04-1.2). The wall makespan is reported too (``makespan_wall_s``). The cost model
+  000's O1). **The plan's moves are carried out inside the next batch's exchange**
+  (Megaphone's migration flows embedded in the data flow): the rows that move (partial
+  counts, or stored tuples picked by a hash of their id) are read off the sending
+  nodes' state by extra tasks of the exchange's map stage, tagged with the node they go
+  to, and ride the exchange with the batch's tuples; the receiving node's stage keeps
+  them with its new rows; the sending node leaves them out of its state (an
+  aggregation's state update rewrites the state anyway; a join's pieces list the rows
+  as gone, and a probe's pairs with a gone row are dropped). No Spark job of its own, and
+  a plan that moves nothing adds nothing.
+- **Measured per batch** (Spark's REST API, ``task_metrics.batch_work``), by the batch
+  job's structure: the routing stages' tasks (the senders); per node the rows its task
+  read and, summed over the node stages, ``executorCpuTime`` (the node's work) and
+  ``executorRunTime`` (wall); a migration's extra map tasks per sending node (CPU, rows,
+  bytes). Why CPU time: the nodes are partitions sharing a few cores with the driver,
+  the JIT and the GC, so a task's wall time is mostly waiting for a core (measured: 16M
+  tuples, 8 nodes, 2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts
+  where CPU max/mean is 1.04-1.2). The wall makespan is reported too
+  (``makespan_wall_s``). A migration is charged what its rows cost in the stages they
+  ride (``metrics.attribute_migration``): per row the senders' cost of writing a row
+  into the exchange at the sending node, the receiving node stage's cost per row read at
+  the receiving node, plus bytes / bandwidth; the rest of the extra map tasks (scanning
+  a node's state for the rows that move, which a keyed store would not do) is the
+  engine's, reported apart (``migration_extract_s``). The cost model
   (``balancebench.metrics``) turns these into the replay clock; the oracle, statistics,
   task-metric reads and job scheduling are the harness's own cost (``harness_s``).
 """
@@ -69,15 +80,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from balancebench import metrics
 from balancebench.hashing import FRACTION_UNITS, partition_surrogates
 from balancebench.spark.loop import (
     BatchResult,
@@ -88,7 +100,11 @@ from balancebench.spark.loop import (
 )
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
+    BOTH,
+    KEEPS,
+    MOVED,
     PROBES,
+    STORE,
     STORES,
     BatchStats,
     Reassignment,
@@ -96,7 +112,7 @@ from balancebench.spark.routers import (
     SparkRouter,
 )
 from balancebench.spark.routing import home_node, partition_by_node
-from balancebench.spark.task_metrics import MIGRATE, NODE, ROUTE, ROUTE_PYTHON
+from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
 from balancebench.workloads import AGGREGATE, BAND_JOIN, Workload
 
 __all__ = ["BatchResult", "Engine", "EngineConfig", "OracleMismatch", "check_batch", "load_replay"]
@@ -152,12 +168,19 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 @dataclass
 class Piece:
     """Stored join tuples of one side, kept on their nodes (partition ``i`` = node
-    ``i``) and written once: a batch's stored rows are its cached routed rows (caching
-    them is the receive stage's work); a merge or a migration checkpoints them (``keep``).
-    ``newest_batch`` bounds their event times (for window expiry); ``span`` counts the
-    batch pieces merged into it. One side per piece: a probe of side R scans only the
-    stored S tuples (measured on eq5: with both sides in one piece, every probe join read
-    the whole history, the big side's included, and filtered it row by row)."""
+    ``i``) and written once: a batch's stored rows are the rows its node stage received
+    (kept as it read them); a merge writes its result in the node stage of the batch
+    that needs it. ``newest_batch`` bounds their event times (for window expiry);
+    ``span`` counts the batch pieces merged into it. One side per piece: a probe of side R
+    scans only the stored S tuples (measured on eq5: with both sides in one piece, every
+    probe join read the whole history, the big side's included, and filtered it row by
+    row).
+
+    A migration does not rewrite a piece: the rows it moved away are *gone* from it,
+    listed as segments ``(key, node, [lo, hi))`` of the migration unit of ``tuple_id``
+    (:func:`migration_unit`); a probe's pairs with a gone row are dropped after the join
+    (work that grows with the pairs, not with the piece), and a merge leaves gone rows
+    behind."""
 
     newest_batch: int
     side: str
@@ -166,18 +189,86 @@ class Piece:
     #: What holds them in memory (released once no piece is built on it).
     base: DataFrame
     span: int = 1
+    #: The batch whose node stage wrote ``base``.
+    written_in: int = -1
+    #: How ``frame`` is read from ``base`` (None: it is ``base``).
+    view: Callable[[DataFrame], DataFrame] | None = None
+    #: Gone rows: per segment the key, node and unit range ``[lo, hi)``.
+    gone_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gone_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    gone_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gone_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    @classmethod
-    def written(cls, newest_batch: int, side: str, kept: DataFrame, span: int = 1) -> Piece:
-        """A piece of rows already materialised by ``MicroBatchLoop.keep``: a checkpoint,
-        not a cache entry (a cached plan would carry every earlier migration's plan in
-        its own; measured: the driver ran out of memory by batch 6)."""
-        return cls(newest_batch, side, kept, kept, span)
+    def rebase(self, base: DataFrame) -> None:
+        """The same rows held by another copy (reliable files instead of memory)."""
+        self.base = base
+        self.frame = base if self.view is None else self.view(base)
+
+    @property
+    def has_gone(self) -> bool:
+        return len(self.gone_key) > 0
+
+    def forget(self, key: np.ndarray, node: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Rows that left the piece (segments as in the class docstring)."""
+        self.gone_key = np.r_[self.gone_key, key].astype(np.int64)
+        self.gone_node = np.r_[self.gone_node, node].astype(np.int32)
+        self.gone_lo = np.r_[self.gone_lo, lo].astype(np.int64)
+        self.gone_hi = np.r_[self.gone_hi, hi].astype(np.int64)
+
+    def gone_table(self, spark: SparkSession, tag: int = 0) -> DataFrame:
+        """The gone segments as a small table (``_gk, _gn, _glo, _ghi``, piece ``_gp``)."""
+        return spark.createDataFrame(
+            pa.table(
+                {
+                    "_gp": pa.array(np.full(len(self.gone_key), tag, np.int32)),
+                    "_gk": pa.array(self.gone_key),
+                    "_gn": pa.array(self.gone_node),
+                    "_glo": pa.array(self.gone_lo),
+                    "_ghi": pa.array(self.gone_hi),
+                }
+            )
+        )
+
+    def live(self, spark: SparkSession) -> DataFrame:
+        """The rows still in the piece (the gone ones left out)."""
+        if not self.has_gone:
+            return self.frame
+        return _drop_gone(self.frame, self.gone_table(spark))
+
+
+def _kept_view(side: str) -> Callable[[DataFrame], DataFrame]:
+    """A batch's new piece of ``side``: the rows its nodes received and keep."""
+
+    def view(received: DataFrame) -> DataFrame:
+        keeps = F.col("role").isin(*KEEPS) & (F.col("side") == side)
+        return received.where(keeps).drop("role")
+
+    return view
+
+
+def migration_unit(tuple_id: str = "tuple_id") -> Column:
+    """``pmod(hash(tuple_id, MIGRATION_SALT), 2^20)``: which stored tuples of a part move."""
+    salted = F.hash(F.col(tuple_id), F.lit(MIGRATION_SALT).cast("bigint"))
+    return F.pmod(salted, F.lit(FRACTION_UNITS))
+
+
+def _drop_gone(rows: DataFrame, gone: DataFrame, piece: Column | None = None) -> DataFrame:
+    """``rows`` without those in a gone segment (of their piece, when ``piece`` is given)."""
+    unit = migration_unit()
+    cond = (
+        (F.col("key") == F.col("_gk"))
+        & (F.col("node") == F.col("_gn"))
+        & (unit >= F.col("_glo"))
+        & (unit < F.col("_ghi"))
+    )
+    if piece is not None:
+        cond = cond & (piece == F.col("_gp"))
+    return rows.join(F.broadcast(gone), cond, "left_anti")
 
 
 def release_pieces(dropped: list[Piece], remaining: list[Piece]) -> None:
     """Free what holds the dropped pieces, unless a remaining piece is built on it (a
-    batch's two side pieces share its cached routed rows)."""
+    batch's two side pieces share its received rows)."""
     still = {id(p.base) for p in remaining}
     freed: set[int] = set()
     for p in dropped:
@@ -206,6 +297,28 @@ def _union(frames: list[DataFrame]) -> DataFrame | None:
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
 
+def _partitions(df: DataFrame) -> int:
+    """Partitions of ``df``'s rows (planning only, no job)."""
+    return int(df._jdf.queryExecution().toRdd().getNumPartitions())
+
+
+@dataclass
+class Flow:
+    """One batch's Spark work before its job runs: what the exchange carries and what
+    the node stage(s) keep."""
+
+    #: Partitions of the routed rows (the senders); the exchange's map stage has these
+    #: first, then the partitions that read state a migration moves.
+    route_partitions: int
+    #: The operator's output, materialised by the batch's job (``MicroBatchLoop.keep``).
+    answer: DataFrame
+    #: Rows the node stage kept as it read them, for the statistics (aggregation: the
+    #: batch's partial counts; join: the received rows).
+    received: DataFrame
+    #: The state after the batch (aggregation: partial counts; join: the pieces).
+    state: Any
+
+
 class Engine(MicroBatchLoop):
     """Runs one workload under one router; see the module docstring."""
 
@@ -224,15 +337,37 @@ class Engine(MicroBatchLoop):
         self.surrogates = F.array(
             *[F.lit(int(v)).cast("bigint") for v in partition_surrogates(self.n)]
         )
-        #: Aggregation state: partial counts per (node, key, slice).
+        self.aggregates = config.workload.operator == AGGREGATE
+        #: Aggregation state: partial counts, one row per (node, key, slice).
         self.state: DataFrame | None = None
         #: Join state: the stored tuples of each side, in pieces.
         self.pieces: list[Piece] = []
         self.state_key = np.zeros(0, dtype=np.int64)
         self.state_node = np.zeros(0, dtype=np.int32)
+        #: The plan's moves after the last batch, carried out in the next batch's exchange.
+        self.pending: Reassignment | None = None
+        #: Rows materialised by the node stage that computes them (``_keep_lazy``).
+        self._lazy: list[DataFrame] = []
+        #: The engine's fixed node cost per node stage (s, CPU of one task with no
+        #: tuples and no state), measured by :meth:`calibrate` before the first batch.
+        self.fixed_stage_s = np.zeros(self.node_stages)
+
+    @property
+    def node_stages(self) -> int:
+        """Node stages of a batch: the fused receive/operator/state stage; an
+        aggregation's merge of every key's partials at its home node follows it."""
+        return 2 if self.aggregates else 1
+
+    @property
+    def node_fixed_s(self) -> float:
+        """Fixed node cost per node and batch (s): the calibrated stages summed."""
+        return float(self.fixed_stage_s.sum())
 
     def conf(self) -> dict[str, str]:
         return dict(ENGINE_CONF)
+
+    def start(self) -> None:
+        self.calibrate()
 
     def close(self) -> None:
         """Release the state: a later run in the same application must not find this
@@ -243,79 +378,140 @@ class Engine(MicroBatchLoop):
             release(self.state)
             self.state = None
 
+    # ---- materialisation ------------------------------------------------------------------
+    def _keep_lazy(self, df: DataFrame) -> DataFrame:
+        """``df`` kept by the job that first computes it, inside the stage that computes
+        it (``localCheckpoint(eager=False)``: the node stage stores its rows as it goes,
+        no job of its own); :meth:`_settle` cuts their lineage after that job."""
+        out = df.localCheckpoint(eager=False)
+        self._lazy.append(out)
+        return out
+
+    def _settle(self) -> None:
+        """After the batch's job: mark every lazily kept frame checkpointed (its rows are
+        in memory, so no job runs), which cuts its lineage."""
+        for df in self._lazy:
+            rdd = df._jdf.queryExecution().analyzed().rdd()
+            if not rdd.isCheckpointed():
+                rdd.doCheckpoint()
+        self._lazy = []
+
+    def _durable(self, df: DataFrame) -> DataFrame:
+        """A copy of kept rows in reliable checkpoint files (their node tasks write them,
+        reading the rows from memory), the in-memory one released."""
+        out = df.checkpoint(eager=True)
+        release(df)
+        return out
+
+    # ---- the fixed cost -----------------------------------------------------------------
+    def calibrate(self, repeats: int = 3) -> None:
+        """The engine's fixed node cost: a batch with no tuples and no state, through the
+        same stages as every batch (default routing), ``repeats`` times; per node stage the
+        median over nodes, then over repeats. Nothing is kept."""
+        empty = self.stream.where(F.col("batch") == -1).select(*BATCH_COLUMNS)
+        role = F.lit(STORE if self.aggregates else BOTH)
+        routed = empty.withColumn("node", home_node("key", self.n)).withColumn("role", role)
+        samples = []
+        for i in range(repeats):
+            group = self.group(-1, f"calibrate{i}")
+            flow = self._flow(-1, routed, None, calibrating=True)
+            release(self.keep(flow.answer))
+            self._settle()
+            work = batch_work(self.reader, group, self.n, self.node_stages, flow.route_partitions)
+            release(flow.received)
+            if self.aggregates:
+                release(flow.state)
+            else:
+                release_pieces(flow.state, [])
+            samples.append([float(np.median(s)) for s in work.stage_cpu_s])
+        if samples and all(len(s) == self.node_stages for s in samples):
+            self.fixed_stage_s = np.median(np.array(samples), axis=0)
+
     # ---- one batch ----------------------------------------------------------------------
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         cfg = self.config
+        moves, self.pending = self.pending, None
         batch = self.stream.where(F.col("batch") == b).select(*BATCH_COLUMNS)
         ctx = RouteContext(
             self.spark,
             cfg.workload.operator,
             self.n,
             cfg.band_width,
+            self.senders,
             self.state_key,
             self.state_node,
         )
         entries = self.router.routing_table_entries
-        # Per-sender routing decisions (pkg & co.) run Spark jobs while the plan is built.
-        g_prepare = self.group(b, "prepare")
-        routed = partition_by_node(self.router.route(batch, ctx), self.n).persist()
-        g_route = self.group(b, "route")
-        routed.write.format("noop").mode("overwrite").save()
-        clock.lap("route")
-        if cfg.workload.operator == AGGREGATE:
-            groups, state_after, answer = self._aggregate(b, routed)
-        else:
-            groups, state_after, answer = self._join(b, routed)
+        group = self.group(b, "batch")
+        routed = self.router.route(batch, ctx)
+        flow = self._flow(b, routed, moves)
+        answer = self.keep(flow.answer)
+        python_s = self.router.routing_cpu_s()
+        self._settle()
         clock.lap("operator")
-        prepared = self.work(g_prepare, ROUTE_PYTHON if self.router.routes_in_python else ROUTE)
-        received_work = self.work(g_route, ROUTE)
-        stage_work = {
-            "receive": received_work,
-            **{k: self.work(g, NODE) for k, g in groups.items()},
-        }
-        node_work = list(stage_work.values())
+        durable = None
+        if self.reliable_state:
+            g_durable = self.group(b, "durable")
+            self._make_durable(b, flow)
+            clock.lap("durable")
+            durable = self.work(g_durable, NODE)
+        work = batch_work(self.reader, group, self.n, self.node_stages, flow.route_partitions)
+        work.route_work_s += python_s
         clock.lap("task_metrics")
         self.group(b, "oracle")
         passed, result_rows, shown = check_batch(self.stream, cfg, b, answer)
         clock.lap("oracle")
         self.group(b, "stats")
-        stats, received = self._stats(b, routed, state_after)
-        retried = sum(w.retried_stages for w in (prepared, received_work, *stage_work.values()))
-        # A stage rerun after a lost executor may read a partition's records twice.
-        if not retried and not np.array_equal(received, received_work.node_records_read):
-            raise RuntimeError(
-                f"{self.name}: tuples routed per node {received.tolist()} differ from the rows "
-                f"Spark's node tasks read {received_work.node_records_read.tolist()}"
-            )
+        stats, arrival = self._stats(b, flow)
+        if not work.retried_stages:
+            self._check_received(arrival, work)
         node_state = stats.node_state(self.n)
-        if cfg.workload.operator == AGGREGATE:
-            routed.unpersist()  # a join keeps its routed rows as the batch's new piece
         release(answer)
-        self._commit(state_after, stats)
+        self._commit(b, flow, stats)
         clock.lap("stats")
-        if cfg.workload.operator != AGGREGATE:
-            g_compact = self.group(b, "compact")
-            if self._compact():
-                clock.lap("compact")
-                stage_work["compact"] = self.work(g_compact, NODE)
-                node_work.append(stage_work["compact"])
-                clock.lap("task_metrics")
+        node_work = work.node_cpu_s
+        if durable is not None:
+            node_work = node_work + durable.node_cpu_s
+        migration = None
+        if moves is not None:
+            migration, node_work = metrics.attribute_migration(
+                node_cpu_s=node_work,
+                stage_cpu_s=work.stage_cpu_s[0],
+                stage_records=work.stage_records_read[0],
+                fixed_s=float(self.fixed_stage_s[0]),
+                moved_in_rows=arrival.moved_rows,
+                extract_cpu_s=work.extract_cpu_s,
+                extract_rows=work.extract_rows,
+                extract_bytes=work.extract_bytes,
+                send_cpu_per_row_s=work.send_cpu_per_row_s,
+            )
+        stage_names = ["node"] if self.node_stages == 1 else ["node", "merge"]
         result = BatchResult(
             batch=b,
             input_tuples=self.batch_tuples(b),
-            node_received=received,
-            node_run_time_s=sum(w.node_run_s for w in node_work),
-            node_cpu_time_s=sum(w.node_cpu_s for w in node_work),
+            node_received=arrival.received,
+            node_run_time_s=work.node_run_s + (durable.node_run_s if durable else 0.0),
+            node_cpu_time_s=node_work,
             node_state=node_state,
             result_rows=result_rows,
             routing_table_entries=entries,
             oracle_passed=passed,
             answer=shown,
-            route_work_s=prepared.route_work_s + received_work.route_work_s,
+            route_work_s=work.route_work_s,
             senders=self.router.senders or self.senders,
+            migration=migration,
+            migrated_tuples=arrival.moved_tuples,
+            node_fixed_s=self.node_fixed_s,
             extra={
-                **{f"node_work_{k}_s": float(w.node_cpu_s.sum()) for k, w in stage_work.items()},
-                "retried_stages": float(retried),
+                **{
+                    f"node_work_{name}_s": float(cpu.sum())
+                    for name, cpu in zip(stage_names, work.stage_cpu_s, strict=False)
+                },
+                **({"node_work_durable_s": float(durable.node_cpu_s.sum())} if durable else {}),
+                "route_python_s": python_s,
+                "retried_stages": float(
+                    work.retried_stages + (durable.retried_stages if durable else 0)
+                ),
             },
         )
         if passed and b < cfg.n_batches - 1:
@@ -329,24 +525,41 @@ class Engine(MicroBatchLoop):
             if reassignment is not None:
                 result.plan = reassignment.plan
                 if len(reassignment):
-                    g_migrate = self.group(b, "migrate")
-                    arrived = self._migrate(b, reassignment)
-                    result.migration = self.work(g_migrate, MIGRATE)
-                    self.group(b, "migrate_count")
-                    result.migrated_tuples = self._count_and_release(arrived)
+                    self.pending = reassignment
                     self._track_moved_state(b, reassignment)
-                    clock.lap("migrate")
+                    clock.lap("plan")
         return result
+
+    def _flow(
+        self, b: int, routed: DataFrame, moves: Reassignment | None, calibrating: bool = False
+    ) -> Flow:
+        """The batch's rows through the exchange and the node stage(s), as a plan: the
+        job that keeps ``Flow.answer`` runs it."""
+        if self.aggregates:
+            return self._aggregate(b, routed, moves, calibrating)
+        return self._join(b, routed, moves, calibrating)
+
+    def _check_received(self, arrival: Arrival, work: GroupWork) -> None:
+        """The rows each node's task read from the exchange are its routed copies plus
+        the rows a migration moved to it (a stage rerun after a lost executor may read a
+        partition twice, so this is skipped then)."""
+        read = arrival.received + arrival.moved_rows
+        exchange = work.stage_records_read[0] if work.stage_records_read else np.zeros(self.n)
+        if not np.array_equal(read, exchange):
+            raise RuntimeError(
+                f"{self.name}: tuples routed per node {arrival.received.tolist()} (and "
+                f"{arrival.moved_rows.tolist()} moved in) differ from the rows Spark's node "
+                f"tasks read {exchange.tolist()}"
+            )
 
     def _state_frame(self, b: int, state: Any = None) -> DataFrame | None:
         """All state rows after batch ``b`` (aggregation: the partial counts; join: every
-        piece, rows older than the window's horizon left out)."""
-        if self.config.workload.operator == AGGREGATE:
+        piece's live rows, rows older than the window's horizon left out)."""
+        if self.aggregates:
             return self.state if state is None else state
         pieces = self.pieces if state is None else state
-        frames = [p.frame for p in pieces]
+        out = _union([p.live(self.spark) for p in pieces])
         horizon = self._horizon(b)
-        out = _union(frames)
         if out is not None and horizon is not None:
             out = out.where(F.col("event_time_s") >= horizon)
         return out
@@ -358,50 +571,42 @@ class Engine(MicroBatchLoop):
             return None
         return (b + 1) * cfg.interval_s - cfg.window_s
 
-    def _commit(self, state_after: Any, stats: BatchStats) -> None:
-        if self.config.workload.operator == AGGREGATE:
+    def _make_durable(self, b: int, flow: Flow) -> None:
+        """With ``reliable_state``: the state this batch wrote, copied to reliable
+        checkpoint files by its node tasks (``MicroBatchLoop.keep``'s reliable form); the
+        in-memory rows are released."""
+        if self.aggregates:
+            flow.state = self._durable(flow.state)
+            return
+        copies: dict[int, DataFrame] = {}
+        for piece in flow.state:
+            if piece.written_in != b:
+                continue
+            if id(piece.base) not in copies:
+                copies[id(piece.base)] = self._durable(piece.base)
+            piece.rebase(copies[id(piece.base)])
+        if id(flow.received) in copies:
+            flow.received = copies[id(flow.received)]
+
+    def _commit(self, b: int, flow: Flow, stats: BatchStats) -> None:
+        if self.aggregates:
             if self.state is not None:
                 release(self.state)
-            self.state = state_after
+            release(flow.received)
+            self.state = flow.state
         else:
-            release_pieces(self.pieces, state_after)
-            self.pieces = state_after
+            release_pieces(self.pieces, flow.state)
+            self.pieces = flow.state
         held = stats.state > 0
         self.state_key = stats.key[held]
         self.state_node = stats.node[held].astype(np.int32)
-
-    def _compact(self) -> bool:
-        """Merge each side's newest pieces when ``merge_pieces`` says so (the nodes'
-        state update: each node rewrites its own rows, no shuffle). Whether it merged."""
-        merged_any = False
-        for side in SIDES:
-            own = [p for p in self.pieces if p.side == side]
-            n = merge_pieces(own)
-            if n == 0:
-                continue
-            merging = own[-n:]
-            rows = _union([p.frame for p in merging])
-            assert rows is not None
-            rows = self._on_nodes(rows)
-            merged = Piece.written(
-                max(p.newest_batch for p in merging),
-                side,
-                self.keep(rows),
-                sum(p.span for p in merging),
-            )
-            gone = {id(p) for p in merging}
-            remaining = [p for p in self.pieces if id(p) not in gone]
-            release_pieces(merging, remaining)
-            self.pieces = [*remaining, merged]
-            merged_any = True
-        return merged_any
 
     def _on_nodes(self, rows: DataFrame) -> DataFrame:
         """``rows`` laid out node ``i`` = partition ``i``. A union Spark does not see as
         co-partitioned comes out with one partition per child partition (measured: merged
         pieces after a migration had 16-592 partitions); every later probe join then
         reshuffled the whole piece, each batch. Such rows are shuffled to their nodes
-        once, here (node work of the merge or migration)."""
+        once, here."""
         part = rows._jdf.queryExecution().executedPlan().outputPartitioning()
         name = part.getClass().getSimpleName()
         if name == "HashPartitioning" and part.numPartitions() == self.n:
@@ -409,12 +614,15 @@ class Engine(MicroBatchLoop):
         return rows.repartition(self.n, "_surrogate")
 
     def _track_moved_state(self, b: int, moves: Reassignment) -> None:
-        """Where state is after a migration, for the next batch's probes: a move adds its
-        destination as a holder of the key (the source may still hold part of it)."""
-        if moves.state_rows is not None:
+        """Where state is once the next batch's exchange has carried out a migration, for
+        that batch's probes: a move adds its destination as a holder of the key (the
+        source may still hold part of it)."""
+        if moves.split is not None:
             frame = self._state_frame(b)
             assert frame is not None
-            held = frame.select("key", "node").distinct().toArrow()
+            _, arrived = moves.split(frame)
+            held = frame.select("key", "node").unionByName(arrived.select("key", "node"))
+            held = held.distinct().toArrow()
             self.state_key = held.column("key").to_numpy().astype(np.int64)
             self.state_node = held.column("node").to_numpy().astype(np.int32)
             return
@@ -428,15 +636,26 @@ class Engine(MicroBatchLoop):
         packed = np.unique(key * self.n + node)
         self.state_key, self.state_node = packed // self.n, (packed % self.n).astype(np.int32)
 
-    def _stats(self, b: int, routed: DataFrame, state_after: Any) -> tuple[BatchStats, np.ndarray]:
+    def _stats(self, b: int, flow: Flow) -> tuple[BatchStats, Arrival]:
         """Per (key, node): tuples stored in the batch (``load``) and state held after it;
-        and per node the tuples it received (stored and probe copies). One Spark job."""
-        is_store = F.col("role").isin(*STORES).cast("long")
-        sent = routed.groupBy("key", "node").agg(
-            F.count(F.lit(1)).cast("double").alias("received"),
-            F.sum(is_store).cast("double").alias("load"),
-        )
-        state = self._state_frame(b, state_after)
+        per node the copies it received, and the rows and tuples a migration moved to it.
+        One Spark job over what the node stage kept (harness bookkeeping)."""
+        if self.aggregates:
+            sent = flow.received.groupBy("key", "node").agg(
+                F.sum("tuples").cast("double").alias("received"),
+                F.sum("tuples").cast("double").alias("load"),
+                F.sum("moved_rows").cast("double").alias("moved_rows"),
+                F.sum("moved_count").cast("double").alias("moved_tuples"),
+            )
+        else:
+            role = F.col("role")
+            sent = flow.received.groupBy("key", "node").agg(
+                F.sum((role != MOVED).cast("long")).cast("double").alias("received"),
+                F.sum(role.isin(*STORES).cast("long")).cast("double").alias("load"),
+                F.sum((role == MOVED).cast("long")).cast("double").alias("moved_rows"),
+                F.sum((role == MOVED).cast("long")).cast("double").alias("moved_tuples"),
+            )
+        state = self._state_frame(b, flow.state)
         if state is None:
             both = sent.withColumn("state", F.lit(0.0))
         else:
@@ -448,49 +667,77 @@ class Engine(MicroBatchLoop):
             held = state.groupBy("key", "node").agg(*sums)
             both = held.join(sent, ["key", "node"], "full").fillna(0.0)
         both = both.toArrow()
-        joined = self.config.workload.operator != AGGREGATE
         node = both.column("node").to_numpy().astype(np.int32)
-        received = np.bincount(
-            node, weights=both.column("received").to_numpy(), minlength=self.n
-        ).astype(np.int64)
+
+        def per_node(column: str) -> np.ndarray:
+            values = both.column(column).to_numpy()
+            return np.bincount(node, weights=values, minlength=self.n)
+
+        arrival = Arrival(
+            received=per_node("received").astype(np.int64),
+            moved_rows=per_node("moved_rows").astype(np.int64),
+            moved_tuples=float(per_node("moved_tuples").sum()),
+        )
         stats = BatchStats(
             key=both.column("key").to_numpy().astype(np.int64),
             node=node,
             load=both.column("load").to_numpy().astype(np.float64),
             state=both.column("state").to_numpy().astype(np.float64),
         )
-        if joined:
+        if not self.aggregates:
             state_r = both.column("state_r") if "state_r" in both.column_names else None
             stats.state_r = (
                 np.zeros(len(node)) if state_r is None else state_r.to_numpy().astype(np.float64)
             )
-        return stats, received
+        return stats, arrival
 
     # ---- aggregation --------------------------------------------------------------------
-    def _aggregate(self, b: int, routed: DataFrame) -> tuple:
+    def _aggregate(
+        self, b: int, routed: DataFrame, moves: Reassignment | None, calibrating: bool
+    ) -> Flow:
         """Each node counts its tuples per key into its partial counts (one slice per batch
         inside a window; one slice in all for full history), then every key's partials are
-        merged at the key's home node ``F(k)``: a split key's partials travel there."""
+        merged at the key's home node ``F(k)``: a split key's partials travel there.
+
+        A migration's partial counts ride the batch's exchange with its tuples (read off
+        the sending nodes' state on the exchange's map side, tagged with the node they go
+        to); the sending node leaves them out of its state update, which rewrites the
+        state anyway. Both happen in the stages every batch runs."""
         cfg = self.config
-        g_op = self.group(b, "operator")
+        assert moves is None or moves.split is None, "re-placing every row is for joins"
         window = cfg.window_batches
         slice_ = F.lit(b if window is not None else 0).cast("bigint")
-        partial = (
-            routed.groupBy("_surrogate", "node", "key")
-            .agg(F.count(F.lit(1)).alias("count"))
-            .withColumn("slice", slice_)
-            .select("_surrogate", "node", "key", "slice", "count")
+        one = F.lit(1).cast("bigint")
+        rows = routed.select(
+            "key", "node", slice_.alias("slice"), one.alias("count"), F.lit(0).alias("_moved")
         )
-        merged = partial if self.state is None else self.state.unionByName(partial)
+        route_partitions = _partitions(rows)
+        state = None if calibrating else self.state
+        if moves is not None and state is not None:
+            state, arrived = self._split_counts(state, moves)
+            rows = rows.unionByName(
+                arrived.select("key", "node", "slice", "count", F.lit(1).alias("_moved"))
+            )
+        moved = F.col("_moved") == 1
+        received = self._keep_lazy(
+            partition_by_node(rows, self.n)
+            .groupBy("_surrogate", "node", "key", "slice")
+            .agg(
+                F.sum("count").alias("count"),
+                F.sum(F.when(moved, 0).otherwise(1)).alias("tuples"),
+                F.sum(F.col("_moved")).alias("moved_rows"),
+                F.sum(F.when(moved, F.col("count")).otherwise(0)).alias("moved_count"),
+            )
+        )
+        merged = received.select("_surrogate", "node", "key", "slice", "count")
+        if state is not None:
+            merged = state.unionByName(merged)
         if window is not None:
             merged = merged.where(F.col("slice") > b - window)
-        else:
-            # Full history: one running count per (node, key), updated in place.
-            merged = merged.groupBy("_surrogate", "node", "key", "slice").agg(
-                F.sum("count").alias("count")
-            )
-        new_state = self.keep(merged)
-        g_merge = self.group(b, "merge")
+        # One row per (node, key, slice): a running count for full history.
+        new_state = self._keep_lazy(
+            merged.groupBy("_surrogate", "node", "key", "slice").agg(F.sum("count").alias("count"))
+        )
         per_node = new_state.groupBy("_surrogate", "node", "key").agg(F.sum("count").alias("count"))
         at_home = per_node.drop("_surrogate").withColumn("node", home_node("key", self.n))
         answer = (
@@ -499,19 +746,40 @@ class Engine(MicroBatchLoop):
             .agg(F.sum("count").alias("count"))
             .select("key", "count")
         )
-        # The answer is materialised the way the baselines' sink does it.
-        answer = self.keep(answer)
-        return {"operator": g_op, "merge": g_merge}, new_state, answer
+        return Flow(route_partitions, answer, received, new_state)
 
     # ---- join ---------------------------------------------------------------------------
-    def _join(self, b: int, routed: DataFrame) -> tuple:
-        """Probes (``probe``/``both`` rows) pair with the batch's stored rows and with the
-        stored pieces of the other side; the probes are the hash table, the stored pieces
-        stream through it, and the batch's stored rows become one new piece per side."""
+    def _join(
+        self, b: int, routed: DataFrame, moves: Reassignment | None, calibrating: bool
+    ) -> Flow:
+        """Probes (``probe``/``both`` rows) pair with the stored tuples of the other side
+        on their node: its pieces and the batch's own stored rows, which become one new
+        piece per side. The probes are the hash table and the stored rows stream through
+        it, so a node reads its history once per batch and never sorts it.
+
+        One node stage: it receives the batch's rows (and a migration's, which ride the
+        same exchange), keeps them as the new pieces, merges the pieces the binary counter
+        says, and probes. A migration's rows are read off the sending nodes' pieces on
+        the exchange's map side; the pieces list them as gone (:class:`Piece`)."""
         cfg = self.config
-        g_op = self.group(b, "operator")
-        store = routed.where(F.col("role").isin(*STORES)).drop("role")
-        probe = routed.where(F.col("role").isin(*PROBES)).drop("role")
+        rows = routed.select(*BATCH_COLUMNS, "node", "role")
+        route_partitions = _partitions(rows)
+        pieces = [] if calibrating else list(self.pieces)
+        # Pieces whose every tuple is older than this batch's window are dropped.
+        horizon = self._horizon(b - 1)
+        pieces = [
+            p for p in pieces if horizon is None or (p.newest_batch + 1) * cfg.interval_s > horizon
+        ]
+        if moves is not None and pieces:
+            pieces, arrived = self._move_stored(b, pieces, moves)
+            if arrived is not None:
+                rows = rows.unionByName(arrived)
+        received = self._keep_lazy(partition_by_node(rows, self.n))
+        for side in SIDES:
+            view = _kept_view(side)
+            pieces.append(Piece(b, side, view(received), received, 1, b, view))
+        pieces = self._merge(b, pieces)
+        probe = received.where(F.col("role").isin(*PROBES)).drop("role")
         width = cfg.band_width if cfg.workload.operator == BAND_JOIN else 0
         if width:
             probe = probe.withColumn(
@@ -519,35 +787,51 @@ class Engine(MicroBatchLoop):
             )
         else:
             probe = probe.withColumn("_match", F.col("key"))
-        # The side a probe pairs with, as an equality: Spark then hashes on (node, key,
-        # side) instead of pairing every probe with its own side's stored tuples.
-        probe = probe.withColumn(
-            "_other_side", F.when(F.col("side") == "R", F.lit("S")).otherwise(F.lit("R"))
-        )
-        found = [self._pairs(probe, store, same_batch=True)]
+        found = []
         for side in SIDES:
             # One join per side: the union of a side's pieces keeps their node partitioning
             # (spark.sql.unionOutputPartitioning), so each node's task scans its own rows.
-            stored = _union([p.frame for p in self.pieces if p.side == side])
-            if stored is not None:
-                found.append(self._pairs(probe.where(F.col("_other_side") == side), stored))
+            mine = [p for p in pieces if p.side == side]
+            stored = _union([p.frame.withColumn("_piece", F.lit(i)) for i, p in enumerate(mine)])
+            if stored is None:
+                continue
+            other = "S" if side == "R" else "R"
+            pairs = self._pairs(probe.where(F.col("side") == other), stored)
+            gone = [p.gone_table(self.spark, i) for i, p in enumerate(mine) if p.has_gone]
+            if gone:
+                pairs = _drop_gone(pairs, _union(gone), F.col("_piece"))
+            # The node's surrogate is kept with the pairs: Spark then sees both sides'
+            # joins as one node partitioning (one task per node, not one per join).
+            found.append(pairs.select("r_id", "s_id", "_surrogate"))
         pairs = _union(found)
         assert pairs is not None
-        # The new pairs are materialised the way the baselines' sink does it.
-        pairs = self.keep(pairs)
-        horizon = self._horizon(b)
-        kept = [
-            p
-            for p in self.pieces
-            if horizon is None or (p.newest_batch + 1) * cfg.interval_s > horizon
-        ]
-        # The batch's stored rows stay where the receive stage cached them: no copy.
-        kept += [Piece(b, side, store.where(F.col("side") == side), routed) for side in SIDES]
-        return {"operator": g_op}, kept, pairs
+        return Flow(route_partitions, pairs, received, pieces)
 
-    def _pairs(self, probe: DataFrame, stored: DataFrame, same_batch: bool = False) -> DataFrame:
-        """``(r_id, s_id)`` of every probe with a stored tuple of the other side that
-        arrived earlier (within the window), on the probe's node."""
+    def _merge(self, b: int, pieces: list[Piece]) -> list[Piece]:
+        """Merge each side's newest pieces when ``merge_pieces`` says so: the merged rows
+        are written by the node stage that reads them first (this batch's probe), the
+        gone rows left behind."""
+        out = list(pieces)
+        for side in SIDES:
+            own = [p for p in out if p.side == side]
+            n = merge_pieces(own)
+            if n == 0:
+                continue
+            merging = own[-n:]
+            rows = _union([p.live(self.spark) for p in merging])
+            assert rows is not None
+            kept = self._keep_lazy(self._on_nodes(rows))
+            newest = max(p.newest_batch for p in merging)
+            merged = Piece(newest, side, kept, kept, sum(p.span for p in merging), b)
+            gone = {id(p) for p in merging}
+            out = [p for p in out if id(p) not in gone] + [merged]
+        return out
+
+    def _pairs(self, probe: DataFrame, stored: DataFrame) -> DataFrame:
+        """Every probe with a stored tuple of the other side that arrived earlier (within
+        the window), on the probe's node: ``r_id``, ``s_id`` and the stored tuple's
+        ``key``, ``node``, ``tuple_id``, ``_piece`` (to leave gone rows out) and
+        ``_surrogate`` (the node's partitioning)."""
         cfg = self.config
         p, s = probe.alias("p"), stored.alias("s")
         cond = (
@@ -555,8 +839,6 @@ class Engine(MicroBatchLoop):
             & (F.col("p._match") == F.col("s.key"))
             & (F.col("s.tuple_id") < F.col("p.tuple_id"))
         )
-        if same_batch:
-            cond = cond & (F.col("p._other_side") == F.col("s.side"))
         if cfg.window_s > 0:
             cond = cond & (F.col("p.event_time_s") - F.col("s.event_time_s") <= cfg.window_s)
         # The batch's probes are the build side; stored tuples stream through.
@@ -568,25 +850,84 @@ class Engine(MicroBatchLoop):
             F.when(F.col("p.side") == "R", F.col("s.tuple_id"))
             .otherwise(F.col("p.tuple_id"))
             .alias("s_id"),
+            F.col("s.key").alias("key"),
+            F.col("s.node").alias("node"),
+            F.col("s.tuple_id").alias("tuple_id"),
+            F.col("s._piece").alias("_piece"),
+            F.col("s._surrogate").alias("_surrogate"),
         )
 
     # ---- migration ----------------------------------------------------------------------
-    def _count_and_release(self, arrived: list[tuple[DataFrame, Any, bool]]) -> float:
-        """State tuples that moved (harness bookkeeping, after the migration's jobs);
-        releases the rows that are not themselves state."""
-        total = 0.0
-        for frame, weight, not_state in arrived:
-            total += float(frame.agg(F.sum(weight)).collect()[0][0] or 0)
-            if not_state:
-                frame.unpersist()
-        return total
+    def _move_stored(
+        self, b: int, pieces: list[Piece], moves: Reassignment
+    ) -> tuple[list[Piece], DataFrame | None]:
+        """Stored tuples a reassignment moves: the rows to ship (role ``moved``, their new
+        node set), read off the pieces on the exchange's map side; the pieces either list
+        them as gone (a plan's moves, the two-stream rule's sync) or, for a re-placement
+        of every row (``Reassignment.split``), are rewritten by this batch's node stage."""
+        columns = [*BATCH_COLUMNS, "node"]
+        shipped: list[DataFrame] = []
+        out: list[Piece] = []
+        if moves.split is not None:
+            for piece in pieces:
+                stay, go = moves.split(piece.live(self.spark).select(*columns, "_surrogate"))
+                shipped.append(go.select(*columns))
+                kept = self._keep_lazy(self._on_nodes(stay))
+                out.append(Piece(piece.newest_batch, piece.side, kept, kept, piece.span, b))
+        else:
+            seg = self._segment_table(moves)
+            sync = self._sync_table(moves)
+            gone = self._gone_segments(moves)
+            for piece in pieces:
+                live = piece.live(self.spark)
+                plain = live
+                if sync is not None:
+                    plain, _, copies = self._split_replicas(live, sync)
+                    shipped.append(copies.select(*columns))
+                if seg is not None:
+                    shipped.append(self._split_tuples(plain, seg).select(*columns))
+                key, node, lo, hi = gone[piece.side]
+                piece.forget(key, node, lo, hi)
+                out.append(piece)
+        rows = _union(shipped)
+        if rows is None:
+            return out, None
+        return out, rows.withColumn("role", F.lit(MOVED))
 
-    def _migrate(self, b: int, moves: Reassignment) -> list[tuple[DataFrame, Any, bool]]:
-        """Apply a reassignment to the state; returns the rows that arrived on a new node
-        (persisted, with their tuple weight and whether to release them after counting)."""
-        if moves.state_rows is not None:
-            return self._replace_state(b, moves.state_rows)
-        seg = self.spark.createDataFrame(
+    def _gone_segments(self, moves: Reassignment) -> dict[str, tuple[np.ndarray, ...]]:
+        """Per side, the segments of stored rows that leave their node: a plan's segments
+        (for keys whose side is not synced) and, for a synced (key, side), every node
+        outside its targets (the whole unit range)."""
+        synced: dict[str, dict[int, list[int]]] = {side: {} for side in SIDES}
+        sync = moves.replicas
+        if sync is not None:
+            for k, side, targets in zip(sync.key.tolist(), sync.side, sync.targets, strict=True):
+                synced[side][int(k)] = [int(t) for t in targets]
+        out = {}
+        for side in SIDES:
+            keep = ~np.isin(moves.key, list(synced[side]))
+            key = [moves.key[keep]]
+            node = [moves.from_node[keep]]
+            lo = [moves.lo_units[keep]]
+            hi = [moves.hi_units[keep]]
+            for k, targets in synced[side].items():
+                off = np.setdiff1d(np.arange(self.n), targets)
+                key.append(np.full(len(off), k, np.int64))
+                node.append(off.astype(np.int32))
+                lo.append(np.zeros(len(off), np.int64))
+                hi.append(np.full(len(off), FRACTION_UNITS, np.int64))
+            out[side] = (
+                np.concatenate(key).astype(np.int64),
+                np.concatenate(node).astype(np.int32),
+                np.concatenate(lo).astype(np.int64),
+                np.concatenate(hi).astype(np.int64),
+            )
+        return out
+
+    def _segment_table(self, moves: Reassignment) -> DataFrame | None:
+        if len(moves.key) == 0:
+            return None
+        return self.spark.createDataFrame(
             pa.table(
                 {
                     "_mk": pa.array(moves.key),
@@ -597,49 +938,6 @@ class Engine(MicroBatchLoop):
                 }
             )
         )
-        if self.config.workload.operator == AGGREGATE:
-            assert self.state is not None
-            stay, arrived = self._split_counts(self.state, seg)
-            arrived = arrived.persist()
-            arrived.write.format("noop").mode("overwrite").save()
-            new_state = self.keep(stay.unionByName(arrived))
-            # Released once nothing reads it: the moved counts were computed from it.
-            release(self.state)
-            self.state = new_state
-            return [(arrived, F.col("count"), True)]
-        sync = self._sync_table(moves)
-        staying: list[tuple[Piece, DataFrame]] = []
-        movers: dict[str, list[DataFrame]] = {side: [] for side in SIDES}
-        for piece in self.pieces:
-            frame, kept_copies = piece.frame, None
-            if sync is not None:
-                frame, kept_copies, new_copies = self._split_replicas(frame, sync)
-                movers[piece.side].append(new_copies)
-            stay, arrived = self._split_tuples(frame, seg)
-            if kept_copies is not None:
-                stay = stay.unionByName(kept_copies)
-            staying.append((piece, stay))
-            movers[piece.side].append(arrived)
-        # The moved rows travel to their nodes (the transfer), then join the newest piece
-        # of their side, which the migration rewrites anyway: a piece of their own would
-        # count as a batch in the pieces' binary counter and shift every later merge.
-        moved: dict[str, DataFrame] = {}
-        for side, frames in movers.items():
-            rows = _union(frames)
-            if rows is not None:
-                moved[side] = rows.repartition(self.n, "_surrogate").persist()
-                moved[side].write.format("noop").mode("overwrite").save()
-        newest = {piece.side: i for i, (piece, _) in enumerate(staying)}
-        stays = []
-        for i, (piece, stay) in enumerate(staying):
-            if newest[piece.side] == i and piece.side in moved:
-                stay = stay.unionByName(moved[piece.side])
-            kept = self.keep(self._on_nodes(stay))
-            stays.append(Piece.written(piece.newest_batch, piece.side, kept, piece.span))
-        # Released only now: the moving rows were read from them.
-        release_pieces(self.pieces, [])
-        self.pieces = stays
-        return [(rows, F.lit(1), True) for rows in moved.values()]
 
     def _sync_table(self, moves: Reassignment) -> DataFrame | None:
         """The two-stream rule's sync (``routers.ReplicaSync``) as a broadcast table."""
@@ -683,109 +981,64 @@ class Engine(MicroBatchLoop):
         )
         return plain, kept, copies
 
-    def _split_tuples(self, state: DataFrame, seg: DataFrame) -> tuple[DataFrame, DataFrame]:
-        """Stored tuples that stay, and those that move (a tuple moves by a hash of its id
-        falling in a moved segment of its part), already on their new node."""
+    def _split_tuples(self, state: DataFrame, seg: DataFrame) -> DataFrame:
+        """Stored tuples that move (a tuple moves by its migration unit falling in a moved
+        segment of its part), their ``node`` set to where they go."""
         columns = state.columns
-        unit = F.pmod(
-            F.hash(F.col("tuple_id"), F.lit(MIGRATION_SALT).cast("bigint")),
-            F.lit(FRACTION_UNITS),
-        )
+        unit = migration_unit()
         on_part = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
         hit = on_part & (unit >= seg["_mlo"]) & (unit < seg["_mhi"])
-        tagged = state.join(F.broadcast(seg), hit, "left")
-        stay = tagged.where(F.col("_mto").isNull()).select(*columns)
-        arrived = (
-            tagged.where(F.col("_mto").isNotNull())
+        return (
+            state.join(F.broadcast(seg), hit, "inner")
             .withColumn("node", F.col("_mto"))
-            .withColumn("_surrogate", F.element_at(self.surrogates, F.col("_mto") + 1))
             .select(*columns)
         )
-        return stay, arrived
 
-    def _split_counts(self, state: DataFrame, seg: DataFrame) -> tuple[DataFrame, DataFrame]:
-        """Partial counts: a part's count splits by the moved shares, floor(c * hi) -
-        floor(c * lo) per segment, so the pieces sum to at most c; the rest stays.
-
-        A windowed state can hold several rows of one (node, key, slice): counts that
-        arrived by an earlier migration next to the node's own. They are summed first,
-        because what leaves is subtracted per (node, key, slice): subtracting it from each
-        of two rows lost tuples (found by the oracle: MNRT on TOPK at tolerance 0.02)."""
-        state = state.groupBy("_surrogate", "node", "key", "slice").agg(
-            F.sum("count").cast("bigint").alias("count")
-        )
+    def _split_counts(self, state: DataFrame, moves: Reassignment) -> tuple[DataFrame, DataFrame]:
+        """Partial counts: a part's count ``c`` splits by the moved shares, ``floor(c *
+        hi) - floor(c * lo)`` per segment; the part's segments lie end to end from 0 up to
+        ``H`` (``Reassignment.part_extent``), so what stays is ``c - floor(c * H)`` and the
+        pieces sum to ``c`` exactly. The state holds one row per (node, key, slice) (the
+        node stage aggregates it), so each row splits on its own, with no aggregation.
+        Returns the rows that stay (in place, for the node's state update) and those that
+        move (``node`` set to where they go)."""
         columns = state.columns
-        on_part = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
+        key, node, extent = moves.part_extent()
+        parts = self.spark.createDataFrame(
+            pa.table({"_pk": pa.array(key), "_pn": pa.array(node), "_ph": pa.array(extent)})
+        )
+        on_part = (state["key"] == parts["_pk"]) & (state["node"] == parts["_pn"])
+        leaves = F.floor(F.col("count") * F.col("_ph") / FRACTION_UNITS)
+        stay = (
+            state.join(F.broadcast(parts), on_part, "left")
+            .withColumn("count", (F.col("count") - F.coalesce(leaves, F.lit(0))).cast("bigint"))
+            .where(F.col("count") > 0)
+            .select(*columns)
+        )
+        seg = self._segment_table(moves)
+        assert seg is not None
+        on_seg = (state["key"] == seg["_mk"]) & (state["node"] == seg["_mfrom"])
         piece = F.floor(F.col("count") * F.col("_mhi") / FRACTION_UNITS) - F.floor(
             F.col("count") * F.col("_mlo") / FRACTION_UNITS
         )
-        moved = (
-            state.join(F.broadcast(seg), on_part, "inner")
-            .select("key", "slice", "_mfrom", F.col("_mto").alias("node"), piece.alias("count"))
-            .where(F.col("count") > 0)
-        )
-        gone = moved.groupBy("key", "slice", "_mfrom").agg(F.sum("count").alias("_gone"))
-        gone = gone.withColumnRenamed("key", "_gkey").withColumnRenamed("slice", "_gslice")
-        stay = (
-            state.join(
-                F.broadcast(gone),
-                (state["key"] == gone["_gkey"])
-                & (state["slice"] == gone["_gslice"])
-                & (state["node"] == gone["_mfrom"]),
-                "left",
-            )
-            .withColumn("count", F.col("count") - F.coalesce(F.col("_gone"), F.lit(0)))
-            .where(F.col("count") > 0)
-            .select(*columns)
-        )
         arrived = (
-            moved.groupBy("key", "node", "slice")
-            .agg(F.sum("count").cast("bigint").alias("count"))
-            .withColumn("_surrogate", F.element_at(self.surrogates, F.col("node") + 1))
-            .select(*columns)
-            .repartition(self.n, "_surrogate")
+            state.join(F.broadcast(seg), on_seg, "inner")
+            .select(
+                "key", F.col("_mto").alias("node"), "slice", piece.cast("bigint").alias("count")
+            )
+            .where(F.col("count") > 0)
         )
         return stay, arrived
 
-    def _replace_state(
-        self, b: int, state_rows: Callable[[DataFrame], DataFrame]
-    ) -> list[tuple[DataFrame, Any, bool]]:
-        """State rows recomputed by a join architecture (e.g. a grown grid): rows whose
-        node is unchanged stay in place, the others (and new copies) are shipped. Moved
-        tuples = rows on a node that did not hold them before."""
-        state = self._state_frame(b)
-        assert state is not None
-        columns = state.columns
-        fresh = state_rows(state).select(*[c for c in columns if c != "_surrogate"])
-        fresh = fresh.withColumn(
-            "_surrogate", F.element_at(self.surrogates, F.col("node") + 1)
-        ).select(*columns)
-        old = state.select("tuple_id", "side", F.col("node").alias("_old_node"))
-        tagged = fresh.join(old, ["tuple_id", "side"], "left").withColumn(
-            "_kept", F.col("_old_node") == F.col("node")
-        )
-        tagged = tagged.groupBy(*columns).agg(F.max("_kept").alias("_kept"))
-        kept = tagged.where(F.col("_kept")).select(*columns)
-        arrived = tagged.where(~F.coalesce(F.col("_kept"), F.lit(False))).select(*columns)
-        arrived = arrived.repartition(self.n, "_surrogate").persist()
-        arrived.write.format("noop").mode("overwrite").save()  # counted after the release
-        kept = kept.repartition(self.n, "_surrogate").persist()
-        written = [
-            Piece.written(
-                b,
-                side,
-                self.keep(
-                    kept.where(F.col("side") == side).unionByName(
-                        arrived.where(F.col("side") == side)
-                    )
-                ),
-            )
-            for side in SIDES
-        ]
-        kept.unpersist()
-        release_pieces(self.pieces, [])
-        self.pieces = written
-        return [(arrived, F.lit(1), True)]
+
+@dataclass
+class Arrival:
+    """Per node: the routed copies it received, the rows a migration moved to it, and
+    (summed) the tuples those rows carry (stored tuples, or counted tuples)."""
+
+    received: np.ndarray
+    moved_rows: np.ndarray
+    moved_tuples: float
 
 
 def expected_answer(stream: DataFrame, config: EngineConfig, b: int) -> DataFrame:
@@ -820,9 +1073,9 @@ def check_batch(
     join ``(r_id, s_id)``) equals :func:`expected_answer` as a multiset. Returns
     ``(passed, result_rows, what to show)`` (TOPK: the top list).
 
-    One Spark job: the answer, grouped by its columns with a multiplicity, is full-outer
-    joined with the expected rows (grouped the same way); any row whose multiplicities
-    differ is a lost, extra or duplicated tuple.
+    One Spark job (TOPK collects its top list in a second): the answer, grouped by its
+    columns with a multiplicity, is full-outer joined with the expected rows (grouped the
+    same way); any row whose multiplicities differ is a lost, extra or duplicated tuple.
     """
     expected = expected_answer(stream, config, b)
     if config.workload.operator == AGGREGATE:
@@ -867,7 +1120,8 @@ def load_replay(
     The stream is spread over ``senders`` partitions, the upstream instances that route it:
     tuple ``i`` is sent by instance ``i mod senders`` (partition = sender), each instance's
     tuples in arrival order, so a batch's routing stage runs one task per sender and reads
-    only that batch's cached rows (the cache's batch statistics prune the others)."""
+    only that batch's cached rows (the cache's batch statistics prune the others). A
+    per-sender strategy relies on that layout (``routers.PerTupleRouter``)."""
     raw = spark.read.parquet(*replay.files)
     types = {
         "side": "string",
@@ -884,10 +1138,9 @@ def load_replay(
     span = df.agg(F.max("event_time_s")).collect()[0][0] or 0.0
     interval = float(span) / n_batches if span > 0 else 1.0
     batched = with_batch(df, interval, n_batches)
-    if senders > 1:
-        sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
-        placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
-        batched = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
+    sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
+    placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
+    batched = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
     out = batched.persist()
     out.write.format("noop").mode("overwrite").save()
     return out, interval

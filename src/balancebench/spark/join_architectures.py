@@ -20,10 +20,10 @@ expressions (``hash(tuple_id, salt)``, ``pmod``, ``shiftright``, ``sequence``,
   tuple; the store and probe expressions read the subgroups' member lists.
 - Dynamic's growth (every node becomes four when a node's state exceeds
   ``max_state_tuples_per_node``, or the node capacity when that is null) is a
-  :class:`Reassignment` of the state rows: one copy
-  of each stored tuple (R: the copy in column 0 of its row; S: row 0 of its column) is
-  re-placed under the grown grid, replicated along its new row / column; the engine
-  keeps rows whose node is unchanged in place and ships (and counts) the others.
+  row-by-row re-placement (:func:`regrid`): a copy whose node is in the tuple's new
+  row / column stays, and one copy of each stored tuple (R: the copy in column 0 of its
+  row; S: row 0 of its column) sends it to the nodes of its new row / column that held
+  none; the next batch's exchange carries them (and counts them as moved).
 - Paper 001 (``balancebench.strategies.operator_set``): ``operator_set`` and
   ``operator_parallel`` place on the ``n x n`` bucket matrix, one row per task with role
   ``both`` (a tuple stores and probes at each task of its row or column);
@@ -49,6 +49,7 @@ from balancebench.spark.routers import (
     BatchStats,
     Reassignment,
     RouteContext,
+    Split,
     SparkRouter,
 )
 from balancebench.strategies import Strategy
@@ -140,13 +141,29 @@ def dynamic_rows(batch: DataFrame, grid: Grid) -> DataFrame:
     return placed.withColumn("role", F.explode(F.array(F.lit(STORE), F.lit(PROBE))))
 
 
+def regrid(old: Grid, new: Grid) -> Split:
+    """Dynamic's growth as a row-by-row re-placement (``Reassignment.placement``): a
+    stored copy stays if its node is in the tuple's row (R) / column (S) of the grown
+    grid ``new``; the tuple's first copy under ``old`` (R: column 0 of its row; S: row 0
+    of its column) sends it to every node of its new row / column that held no copy."""
+
+    def split(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
+        stay = rows.where(F.array_contains(dynamic_nodes(new), F.col("node")))
+        first_copy = F.when(F.col("side") == "R", cell_node(_row(old), F.lit(0), old)).otherwise(
+            cell_node(F.lit(0), _col(old), old)
+        )
+        lacking = F.array_except(dynamic_nodes(new), dynamic_nodes(old))
+        go = rows.where(F.col("node") == first_copy).withColumn("node", F.explode(lacking))
+        return stay, go
+
+    return split
+
+
 def regrid_state(state: DataFrame, old: Grid, new: Grid) -> DataFrame:
-    """The state rows under the grown grid ``new`` (columns ``BATCH_COLUMNS + node``)."""
-    first_copy = F.when(F.col("side") == "R", cell_node(_row(old), F.lit(0), old)).otherwise(
-        cell_node(F.lit(0), _col(old), old)
-    )
-    one = state.where(F.col("node") == first_copy).select(*BATCH_COLUMNS)
-    return one.select(*BATCH_COLUMNS, F.explode(dynamic_nodes(new)).alias("node"))
+    """The state rows under the grown grid ``new`` (columns ``BATCH_COLUMNS + node``):
+    what stays of ``state`` and what :func:`regrid` sends."""
+    stay, go = regrid(old, new)(state.select(*BATCH_COLUMNS, "node"))
+    return stay.unionByName(go)
 
 
 class ArchitectureRouter(SparkRouter):
@@ -198,7 +215,7 @@ class DynamicRouter(ArchitectureRouter):
             return None
         old, self.layout = self.layout, grown
         self.scaled_out = True
-        return Reassignment.rows(lambda state: regrid_state(state, old, grown))
+        return Reassignment.placement(regrid(old, grown))
 
 
 # ---- BiStream ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
 from balancebench.loads import imbalance
-from balancebench.metrics import BatchCosts
+from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S, BatchCosts, MigrationWork
 from balancebench.paths import local_dir
 from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
 from balancebench.strategies import MigrationPlan
@@ -62,7 +62,8 @@ class BatchResult:
     wall_s: float = 0.0
     answer: Any = None
     plan: MigrationPlan | None = None
-    #: State tuples the plan made after this batch moved (counted by Spark).
+    #: State tuples moved inside this batch's exchange (the plan made after the
+    #: previous batch), counted by Spark.
     migrated_tuples: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     #: Summed executorCpuTime of each node's tasks in the batch's node stages (s): the
@@ -71,8 +72,11 @@ class BatchResult:
     #: Summed work of the routing-stage tasks (s) and the senders that share it.
     route_work_s: float = 0.0
     senders: int = 1
-    #: The migration after the batch: per node CPU in its tasks (s), bytes sent/received.
-    migration: GroupWork | None = None
+    #: The migration carried out inside this batch's exchange, as charged per node.
+    migration: MigrationWork | None = None
+    #: The runner's fixed node cost per node and batch (s; the engine's calibration),
+    #: None for a runner that does not measure it.
+    node_fixed_s: float | None = None
 
     @property
     def node_work_s(self) -> np.ndarray:
@@ -107,7 +111,7 @@ class BatchResult:
     def replication_factor(self) -> float:
         return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
 
-    def costs(self) -> BatchCosts:
+    def costs(self, bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
         """The batch as the cost model's input (``metrics.BatchCosts``)."""
         m = self.migration
         empty = np.zeros(0)
@@ -118,10 +122,11 @@ class BatchResult:
             route_work_s=self.route_work_s,
             senders=self.senders,
             plan_s=self.plan.plan_time_ms / 1e3 if self.plan is not None else 0.0,
-            migration_work_s=m.node_cpu_s if m is not None else empty,
-            migration_sent_bytes=m.node_sent_bytes if m is not None else empty,
-            migration_received_bytes=m.node_received_bytes if m is not None else empty,
+            migration_work_s=m.work_s if m is not None else empty,
+            migration_sent_bytes=m.sent_bytes if m is not None else empty,
+            migration_received_bytes=m.received_bytes if m is not None else empty,
             driver_wall_s=self.wall_s,
+            bandwidth_mb_per_s=bandwidth_mb_per_s,
         )
 
 

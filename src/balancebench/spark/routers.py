@@ -33,6 +33,7 @@ node that holds large-side tuples of the key, each stored once: again exactly on
 from __future__ import annotations
 
 import math
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -49,6 +51,7 @@ from balancebench.routing import BucketMap, RoutingTable
 from balancebench.spark.routing import (
     bucket_owner,
     home_node,
+    partition_by_node,
     with_per_tuple_node,
     with_storage_node,
 )
@@ -58,8 +61,13 @@ from balancebench.workloads import AGGREGATE, BAND_JOIN, EQUI_JOIN
 
 BATCH_COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload"]
 STORE, PROBE, BOTH = "store", "probe", "both"
-#: Roles of the rows a node stores, and of the rows it probes with.
+#: A stored tuple a migration moves to this node in the batch's exchange (its state, not
+#: a tuple of the batch: it is stored there and never probes).
+MOVED = "moved"
+#: Roles of the batch's tuples a node stores, and of the rows it probes with.
 STORES, PROBES = (STORE, BOTH), (PROBE, BOTH)
+#: Roles of every row a node keeps after the batch (its new tuples and what moved in).
+KEEPS = (STORE, BOTH, MOVED)
 
 
 @dataclass
@@ -154,16 +162,23 @@ def replica_sync(before: Replicas, after: Replicas) -> ReplicaSync:
     )
 
 
+#: A re-placement of stored rows, row by row (no shuffle): ``split(rows)`` returns the
+#: rows that stay where they are and the rows to ship (``node`` set to where they go;
+#: copies may be added). Columns as the state's (``BATCH_COLUMNS``, ``node``, ...).
+Split = Callable[[DataFrame], tuple[DataFrame, DataFrame]]
+
+
 @dataclass
 class Reassignment:
-    """How state moves between batches, in one of two forms.
+    """How state moves, decided after a batch and carried out inside the next batch's
+    exchange (``spark.engine``), in one of two forms.
 
     - Key-level (a plan's moves): for some (key, from node) parts, segments ``[lo, hi)``
-      of ``[0, 2^20)`` and the node each segment goes to. A stored tuple moves by a hash
-      of its id; a partial count is split by segment widths.
-    - ``state_rows``: a function of the state DataFrame returning the new state rows
-      (same columns, ``node`` set; copies may be added or dropped), e.g. Dynamic's grid
-      growth; the engine keeps rows whose node is unchanged and ships the others.
+      of ``[0, 2^20)`` and the node each segment goes to; a part's segments are laid end
+      to end from 0 (:meth:`from_plan`). A stored tuple moves by a hash of its id; a
+      partial count is split by segment widths.
+    - ``split``: a row-by-row re-placement of every stored row (:data:`Split`), e.g.
+      Dynamic's grid growth; rows whose node is unchanged stay, the others are shipped.
     """
 
     key: np.ndarray
@@ -172,16 +187,32 @@ class Reassignment:
     lo_units: np.ndarray
     hi_units: np.ndarray
     plan: MigrationPlan | None = None
-    state_rows: Callable[[DataFrame], DataFrame] | None = None
+    split: Split | None = None
     #: The two-stream rule's copies (key-level joins only).
     replicas: ReplicaSync | None = None
 
     @classmethod
-    def rows(cls, state_rows: Callable[[DataFrame], DataFrame]) -> Reassignment:
-        """A reassignment that replaces the state by ``state_rows(state)`` (same columns,
-        ``node`` set; ``_surrogate`` is recomputed by the engine)."""
+    def placement(cls, split: Split) -> Reassignment:
+        """A reassignment that re-places every stored row by ``split`` (:data:`Split`)."""
         z = np.zeros(0, dtype=np.int64)
-        return cls(z, z.astype(np.int32), z.astype(np.int32), z, z, None, state_rows)
+        return cls(z, z.astype(np.int32), z.astype(np.int32), z, z, None, split)
+
+    def part_extent(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(key, from node, hi)`` per part that sends: its segments cover ``[0, hi)``
+        (they are laid end to end from 0), so a part keeps what lies at or above ``hi``."""
+        if len(self.key) == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z.astype(np.int32), z
+        packed = self.key.astype(np.int64) * (1 << 32) + self.from_node.astype(np.int64)
+        order = np.lexsort((self.lo_units, packed))
+        packed, lo, hi = packed[order], self.lo_units[order], self.hi_units[order]
+        first = np.r_[True, packed[1:] != packed[:-1]]
+        chained = np.where(first, lo == 0, lo == np.r_[0, hi[:-1]])
+        if not chained.all():
+            raise ValueError("moves: a part's segments must be laid end to end from 0")
+        last = np.r_[packed[1:] != packed[:-1], True]
+        parts = packed[last]
+        return parts >> 32, (parts & 0xFFFFFFFF).astype(np.int32), hi[last]
 
     @classmethod
     def from_plan(cls, plan: MigrationPlan, loads: KeyLoads) -> Reassignment:
@@ -227,7 +258,7 @@ class Reassignment:
 
     def __len__(self) -> int:
         synced = len(self.replicas) if self.replicas is not None else 0
-        return len(self.key) + synced + (1 if self.state_rows is not None else 0)
+        return len(self.key) + synced + (1 if self.split is not None else 0)
 
 
 @dataclass
@@ -238,6 +269,9 @@ class RouteContext:
     operator: str
     n_nodes: int
     band_width: int = 1
+    #: Partitions of the batch: partition ``s`` holds sender ``s``'s tuples
+    #: (``tuple_id mod senders == s``) in arrival order (``engine.load_replay``).
+    senders: int = 1
     #: State held after the previous batch, per (key, node) with state > 0.
     state_key: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     state_node: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -248,7 +282,7 @@ class SparkRouter(ABC):
 
     #: Senders of the routing stage (None: the input partitions of the stream).
     senders: int | None = None
-    #: The routing decisions run in Python workers (their work is measured as run time).
+    #: The routing decisions run in Python workers (their CPU is measured inside them).
     routes_in_python: bool = False
 
     def __init__(
@@ -272,18 +306,30 @@ class SparkRouter(ABC):
         """``batch`` plus ``node`` (int) and ``role`` (``store``/``probe``), one row per copy."""
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
-        """The batch's statistics; how state moves before the next batch (or None)."""
+        """The batch's statistics; how state moves in the next batch (or None)."""
         return None
+
+    def routing_cpu_s(self) -> float:
+        """CPU seconds the batch's routing spent outside Spark's JVM task threads (a
+        Python worker's), read after the batch's job; 0 for routing in Spark SQL."""
+        return 0.0
 
     def nodes_used(self) -> int:
         return self.n_nodes
 
 
-def rehome_state(state: DataFrame, active: int) -> DataFrame:
-    """Every stored tuple once, on its key's home among ``active`` nodes (a scale-out of
-    a key-level strategy, :meth:`KeyLevelRouter._scale_out`)."""
-    one = state.dropDuplicates(["side", "tuple_id"])
-    return one.withColumn("node", home_node("key", active))
+def rehome(active: int) -> Split:
+    """Every stored tuple on its key's home among ``active`` nodes (a scale-out of a
+    key-level strategy without a planner, :meth:`KeyLevelRouter._scale_out`): a tuple
+    already there stays, the others move there. Such a strategy stores each tuple once."""
+
+    def split(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
+        home = home_node("key", active)
+        return rows.where(F.col("node") == home), rows.where(F.col("node") != home).withColumn(
+            "node", home
+        )
+
+    return split
 
 
 def _with_role(df: DataFrame, role: str) -> DataFrame:
@@ -498,8 +544,7 @@ class KeyLevelRouter(SparkRouter):
             return self._moves(plan, memory, stats)
         self.table = self.strategy.routing_for(self.active)  # a new N: an empty table
         self.replicas = Replicas.none()
-        active = self.active
-        return Reassignment.rows(lambda state: rehome_state(state, active))
+        return Reassignment.placement(rehome(self.active))
 
     def two_stream(self, stats: BatchStats) -> Replicas:
         """The split keys of the (new) table under the two-stream rule: the strategy
@@ -534,9 +579,31 @@ class KeyLevelRouter(SparkRouter):
         return Replicas(split[on], side[on].astype(np.int8), nodes)
 
 
+class SenderReports(AccumulatorParam):
+    """What each sender's Python worker reports after routing its tuples of a batch:
+    ``{sender: (pickled new state, CPU seconds)}`` (a sender's later report replaces an
+    earlier one: a rerun task reports the same)."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - PySpark's name
+        a.update(b)
+        return a
+
+
 class PerTupleRouter(SparkRouter):
-    """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in order
-    (``routing.with_per_tuple_node``); aggregations only; no plan, no migration."""
+    """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in arrival order
+    in a Python worker (``routing.with_per_tuple_node``, a ``mapInArrow`` over the batch's
+    sender partitions); aggregations only (the rows are the key and its node); no plan,
+    no migration.
+
+    The senders are the stream's (``n_senders``) unless the strategy names its own
+    (``<strategy>_senders``): then the batch first goes to those senders, by ``tuple_id
+    mod senders``, through an exchange of its own (routing work). Each worker measures
+    its own process CPU for the routing (Spark's ``executorCpuTime`` sees the JVM's
+    threads only) and reports it with the sender's new state through an accumulator:
+    :meth:`routing_cpu_s` reads both after the batch's job."""
 
     routes_in_python = True
 
@@ -545,28 +612,37 @@ class PerTupleRouter(SparkRouter):
     ) -> None:
         super().__init__(strategy, n_nodes, tolerance, capacity)
         self.sender_states: dict[int, Any] = {}
-        self._pending: DataFrame | None = None
-        self.senders = int(strategy.settings["senders"])
+        own = strategy.settings.get("senders")
+        self.senders = None if own is None else int(own)
+        self._reports: Any = None
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
-        import pickle
-
+        senders = self.senders or ctx.senders
+        if senders != ctx.senders:
+            sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
+            batch = (
+                partition_by_node(batch.withColumn("_sender", sender), senders, "_sender")
+                .sortWithinPartitions("tuple_id")
+                .drop("_sender", "_surrogate")
+            )
+        self._reports = ctx.spark.sparkContext.accumulator({}, SenderReports())
         routed = with_per_tuple_node(
-            batch.select("tuple_id", "key"),
-            self.strategy,
-            self.sender_states,
-            self.n_nodes,
-            int(self.strategy.settings["senders"]),
-        ).persist()
-        for row in routed.where(F.col("tuple_id") < 0).select("sender", "state").collect():
-            self.sender_states[int(row["sender"])] = pickle.loads(row["state"])
-        self._pending = routed
-        nodes = routed.where(F.col("tuple_id") >= 0).select("tuple_id", "node")
-        return _with_role(batch.join(nodes, "tuple_id"), STORE)
+            batch, self.strategy, self.sender_states, self.n_nodes, self._reports
+        )
+        return _with_role(routed, STORE)
+
+    def routing_cpu_s(self) -> float:
+        """After the batch's job: keep each sender's new state; the CPU seconds the
+        senders' Python workers spent routing the batch."""
+        if self._reports is None:
+            return 0.0
+        total = 0.0
+        for sender, (blob, cpu_s) in self._reports.value.items():
+            self.sender_states[int(sender)] = pickle.loads(blob)
+            total += float(cpu_s)
+        self._reports = None
+        return total
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
-        if self._pending is not None:
-            self._pending.unpersist()
-            self._pending = None
         plan = self.strategy.plan(stats.loads(), n_nodes=self.n_nodes, tolerance=self.tolerance)
         return Reassignment.from_plan(plan, stats.loads())

@@ -11,10 +11,11 @@ whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
 from __future__ import annotations
 
 import pickle
+import time
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -80,45 +81,41 @@ def bucket_owner(key: str | Column, buckets: BucketMap) -> Column:
     return owners.substr(bucket * width + 1, F.lit(width)).cast("int")
 
 
-ROUTED_SCHEMA = "sender int, tuple_id long, key long, node int, state binary"
-
-
 def with_per_tuple_node(
-    df: DataFrame, strategy: Any, states: dict[int, Any], n_nodes: int, senders: int
+    df: DataFrame, strategy: Any, states: dict[int, Any], n_nodes: int, reports: Any
 ) -> DataFrame:
-    """Per-tuple routing (pkg, dchoices, wchoices) with Spark running each sender.
+    """Per-tuple routing (pkg, dchoices, wchoices) with Spark running each sender:
+    ``(key, node)`` for every tuple of ``df``.
 
-    Tuple ``i`` is sent by upstream instance ``i mod senders``; each sender's tuples are
-    routed in ``tuple_id`` order by ``strategy.route_sender`` (vectorised Arrow in, a
-    sequential choice loop inside), starting from the sender's state ``states[s]`` (its
-    load estimates and sketch from earlier batches). The result has the routed tuples
-    (``state`` null) and one row per sender with ``tuple_id = -1`` carrying its new state
-    (pickled): the caller collects those and passes them to the next batch.
+    Partition ``s`` of ``df`` is sender ``s``'s tuples in arrival order (the stream's
+    layout, ``engine.load_replay``). A ``mapInArrow`` task per sender gathers its tuples
+    and routes them with ``strategy.route_sender`` in one call (a compiled loop over the
+    tuples), starting from the sender's state ``states[s]`` (its load estimates and
+    sketch from earlier batches). The worker adds ``{s: (pickled new state, CPU s)}`` to
+    the accumulator ``reports``: its process CPU from the call's start to its last row,
+    Arrow's conversions of the batch included, its start-up not (that is the engine's).
     """
     blobs = {s: pickle.dumps(st) for s, st in states.items()}
 
-    def route_group(table: pa.Table) -> pa.Table:
-        sender = int(table.column("sender")[0].as_py())
-        order = np.argsort(table.column("tuple_id").to_numpy(), kind="stable")
-        ids = table.column("tuple_id").to_numpy()[order]
-        keys = table.column("key").to_numpy()[order]
+    def route_partition(batches: Any) -> Any:
+        started = time.process_time()
+        sender = TaskContext.get().partitionId()
         state = (
             pickle.loads(blobs[sender]) if sender in blobs else strategy.new_sender_state(n_nodes)
         )
+        arrived = [b.column(0) for b in batches]
+        keys = pa.chunked_array(arrived, pa.int64()).to_numpy()
         nodes = strategy.route_sender(keys, state)
-        n = len(ids)
-        return pa.table(
-            {
-                "sender": pa.array(np.full(n + 1, sender, dtype=np.int32)),
-                "tuple_id": pa.array(np.r_[ids, -1].astype(np.int64)),
-                "key": pa.array(np.r_[keys, 0].astype(np.int64)),
-                "node": pa.array(np.r_[nodes, -1].astype(np.int32)),
-                "state": pa.array([None] * n + [pickle.dumps(state)], type=pa.binary()),
-            }
-        )
+        start = 0
+        for chunk in arrived:
+            stop = start + len(chunk)
+            yield pa.RecordBatch.from_arrays(
+                [chunk, pa.array(nodes[start:stop], pa.int32())], names=["key", "node"]
+            )
+            start = stop
+        reports.add({sender: (pickle.dumps(state), time.process_time() - started)})
 
-    tagged = df.withColumn("sender", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
-    return tagged.groupBy("sender").applyInArrow(route_group, schema=ROUTED_SCHEMA)
+    return df.select("key").mapInArrow(route_partition, "key long, node int")
 
 
 def partition_by_node(df: DataFrame, n_nodes: int, node: str = "node") -> DataFrame:

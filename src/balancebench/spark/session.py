@@ -68,4 +68,10 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # Releasing a local checkpoint warns that its lineage is gone, once per RDD: the
+    # engine releases its state every batch, by design.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.rdd.MapPartitionsRDD", jvm.org.apache.logging.log4j.Level.ERROR
+    )
     return spark

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pyspark import SparkContext
@@ -117,11 +117,9 @@ class TaskMetricsReader:
 #: Roles of a job group (what its tasks' work is charged as, ``metrics`` cost model).
 #: ``route``: stages that write a shuffle (or do not run one task per node) are the
 #: senders' routing work; the node-partitioned stages that read it are node work.
-#: ``route_python``: every stage is routing work, measured by executorRunTime (the JVM
-#: thread's CPU time misses the Python worker it waits for).
-#: ``node``: every node-partitioned stage is node work. ``migrate``: the same, plus the
-#: bytes each node's tasks write (send) and read (receive) through the shuffle.
-ROUTE, ROUTE_PYTHON, NODE, MIGRATE = "route", "route_python", "node", "migrate"
+#: ``node``: every node-partitioned stage is node work. The engine's batch job is read
+#: by its structure instead (:func:`batch_work`).
+ROUTE, NODE = "route", "node"
 
 
 @dataclass
@@ -138,20 +136,52 @@ class GroupWork:
     node_records_read: np.ndarray = None  # type: ignore[assignment]
     node_sent_bytes: np.ndarray = None  # type: ignore[assignment]
     node_received_bytes: np.ndarray = None  # type: ignore[assignment]
-    #: Summed work (s) of the routing tasks (CPU; run time for Python stages).
+    #: Summed executorCpuTime (s) of the routing tasks (the senders, and auxiliary jobs
+    #: such as broadcasting a routing table). A Python worker's CPU is added by the
+    #: engine, measured inside the worker (``routers.PerTupleRouter``).
     route_work_s: float = 0.0
     stages: int = 0
     #: Stages Spark ran more than once (a lost executor's partitions rerun): their
     #: records read may count a partition twice across attempts.
     retried_stages: int = 0
+    #: Rows read from cached or checkpointed blocks by the node's tasks (its state).
+    node_input_records: np.ndarray = None  # type: ignore[assignment]
+    #: Per node stage (in order), per node: executorCpuTime (s) and shuffle rows read.
+    stage_cpu_s: list[np.ndarray] = field(default_factory=list)
+    stage_records_read: list[np.ndarray] = field(default_factory=list)
+    #: A migration's source side in the exchange's map stage (:func:`batch_work`): per
+    #: node, the CPU of the tasks that read its state and emit the rows that move, the
+    #: rows and bytes they write into the exchange.
+    extract_cpu_s: np.ndarray = None  # type: ignore[assignment]
+    extract_rows: np.ndarray = None  # type: ignore[assignment]
+    extract_bytes: np.ndarray = None  # type: ignore[assignment]
+    #: The senders' tasks in the same map stage: CPU (s) and rows written (the cost of
+    #: putting one row into the exchange).
+    sender_cpu_s: float = 0.0
+    sender_rows: int = 0
+    #: Executed sender tasks (for the calibration's fixed cost per sender).
+    sender_tasks: int = 0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
-        for name in ("node_cpu_s", "node_run_s", "node_sent_bytes", "node_received_bytes"):
+        for name in (
+            "node_cpu_s",
+            "node_run_s",
+            "node_sent_bytes",
+            "node_received_bytes",
+            "extract_cpu_s",
+            "extract_bytes",
+        ):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(n))
-        if self.node_records_read is None:
-            self.node_records_read = np.zeros(n, dtype=np.int64)
+        for name in ("node_records_read", "node_input_records", "extract_rows"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(n, dtype=np.int64))
+
+    @property
+    def send_cpu_per_row_s(self) -> float:
+        """CPU (s) the senders spent per row they wrote into the exchange (0: none)."""
+        return self.sender_cpu_s / self.sender_rows if self.sender_rows else 0.0
 
 
 def _group_stage_ids(reader: TaskMetricsReader, group: str) -> list[int]:
@@ -177,31 +207,102 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
             work.retried_stages += 1
         metrics = [t["taskMetrics"] for t in tasks]
         cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
-        run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
         writes = any(m["shuffleWriteMetrics"]["recordsWritten"] for m in metrics)
-        if role == ROUTE_PYTHON:
-            work.route_work_s += float(run.sum())
-            continue
         if role == ROUTE and (writes or len(tasks) % n_nodes):
             work.route_work_s += float(cpu.sum())
             continue
         if len(tasks) % n_nodes:
             continue  # not one task per node: bookkeeping, not node work
-        work.stages += 1
-        nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
-        np.add.at(work.node_cpu_s, nodes, cpu)
-        np.add.at(work.node_run_s, nodes, run)
-        read = [m["shuffleReadMetrics"] for m in metrics]
-        np.add.at(work.node_records_read, nodes, [r["recordsRead"] for r in read])
-        if role == MIGRATE:
-            np.add.at(
-                work.node_sent_bytes,
-                nodes,
-                [m["shuffleWriteMetrics"]["bytesWritten"] for m in metrics],
-            )
-            np.add.at(
-                work.node_received_bytes,
-                nodes,
-                [r.get("localBytesRead", 0) + r.get("remoteBytesRead", 0) for r in read],
-            )
+        _add_node_stage(work, tasks)
+    return work
+
+
+def _add_node_stage(work: GroupWork, tasks: list[dict]) -> None:
+    """One node stage's tasks (task ``j`` on node ``partition j mod n``) into ``work``."""
+    n_nodes = work.n_nodes
+    metrics = [t["taskMetrics"] for t in tasks]
+    cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
+    run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
+    work.stages += 1
+    nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
+    np.add.at(work.node_cpu_s, nodes, cpu)
+    np.add.at(work.node_run_s, nodes, run)
+    np.add.at(
+        work.node_records_read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics]
+    )
+    np.add.at(work.node_input_records, nodes, [m["inputMetrics"]["recordsRead"] for m in metrics])
+    stage = np.zeros(n_nodes)
+    np.add.at(stage, nodes, cpu)
+    work.stage_cpu_s.append(stage)
+    read = np.zeros(n_nodes, dtype=np.int64)
+    np.add.at(read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics])
+    work.stage_records_read.append(read)
+
+
+def _job_stage_tasks(reader: TaskMetricsReader, job: int) -> list[list[dict]]:
+    """Task lists of a finished job's executed stages, in stage-id order (a parent stage
+    is created, so numbered, before its children); skipped stages are left out."""
+    info = reader.sc.statusTracker().getJobInfo(job)
+    out = []
+    for sid in sorted(info.stageIds if info else []):
+        tasks = reader.stage_tasks(sid)
+        if tasks:
+            out.append(tasks)
+    return out
+
+
+def batch_work(
+    reader: TaskMetricsReader, group: str, n_nodes: int, node_stages: int, route_partitions: int
+) -> GroupWork:
+    """Task metrics of the engine's batch job group, read by the job's structure.
+
+    The batch's main job ends in ``node_stages`` stages of one task per node (task ``j``
+    = node ``j mod n``, should Spark split a stage in several tasks per node): the node stages (receive, operator and state update fused; an
+    aggregation's merge at the keys' home nodes). Every stage before them is routing:
+    the senders, and any stateless exchange a strategy adds. The last routing stage
+    writes the exchange the node stages read; its partitions ``>= route_partitions``
+    are not senders but the state of the nodes a migration moves rows off (partition
+    ``route_partitions + j`` reads node ``j mod n``'s state): their CPU, rows and bytes
+    are the migration's source side (``extract_*``). Other jobs of the group
+    (broadcasting a routing table or a migration's segments, a layout's first look at
+    the batch) are routing work, as in :func:`group_work`.
+    """
+    work = GroupWork(n_nodes)
+    jobs = sorted(reader.sc.statusTracker().getJobIdsForGroup(group))
+    staged = [(job, _job_stage_tasks(reader, job)) for job in jobs]
+
+    def is_main(stages: list[list[dict]]) -> bool:
+        tail = stages[-node_stages:] if len(stages) > node_stages else []
+        return bool(tail) and all(len(t) % n_nodes == 0 for t in tail)
+
+    main = max((job for job, stages in staged if is_main(stages)), default=None)
+    for job, stages in staged:
+        for tasks in stages:
+            if any(t.get("stageAttempts", 1) > 1 for t in tasks):
+                work.retried_stages += 1
+        if job != main:
+            for tasks in stages:
+                work.route_work_s += sum(t["taskMetrics"]["executorCpuTime"] for t in tasks) / 1e9
+            continue
+        routing, nodes = stages[:-node_stages], stages[-node_stages:]
+        for i, tasks in enumerate(routing):
+            last = i == len(routing) - 1
+            for t in tasks:
+                m = t["taskMetrics"]
+                cpu = m["executorCpuTime"] / 1e9
+                part = int(t.get("partitionId", t["index"]))
+                if last and part >= route_partitions:
+                    node = (part - route_partitions) % n_nodes
+                    write = m["shuffleWriteMetrics"]
+                    work.extract_cpu_s[node] += cpu
+                    work.extract_rows[node] += write["recordsWritten"]
+                    work.extract_bytes[node] += write["bytesWritten"]
+                    continue
+                work.route_work_s += cpu
+                if last:
+                    work.sender_cpu_s += cpu
+                    work.sender_rows += m["shuffleWriteMetrics"]["recordsWritten"]
+                    work.sender_tasks += 1
+        for tasks in nodes:
+            _add_node_stage(work, tasks)
     return work

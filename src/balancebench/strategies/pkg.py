@@ -124,12 +124,14 @@ class PkgStrategy(Strategy):
     operators = frozenset({"aggregate"})
     param_schema: dict[str, dict[str, Any]] = {
         "senders": {
-            "type": "integer",
+            "type": ["integer", "null"],
             "minimum": 1,
             "maximum": 1024,
-            "default": 4,
+            "default": None,
             "description": "Upstream instances N_U, each with its own load estimates "
-            "(tuple i is sent by sender i mod N_U).",
+            "(tuple i is sent by sender i mod N_U); null = the run's n_senders (the "
+            "stream's senders). Another number sends the batch to those senders first, "
+            "through an exchange that is charged as routing.",
         },
     }
 
