@@ -49,8 +49,8 @@ from balancebench.spark.routers import (
     BatchStats,
     Reassignment,
     RouteContext,
-    Split,
     SparkRouter,
+    Split,
 )
 from balancebench.strategies import Strategy
 from balancebench.strategies.join_architectures import (

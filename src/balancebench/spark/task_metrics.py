@@ -257,9 +257,10 @@ def batch_work(
     """Task metrics of the engine's batch job group, read by the job's structure.
 
     The batch's main job ends in ``node_stages`` stages of one task per node (task ``j``
-    = node ``j mod n``, should Spark split a stage in several tasks per node): the node stages (receive, operator and state update fused; an
-    aggregation's merge at the keys' home nodes). Every stage before them is routing:
-    the senders, and any stateless exchange a strategy adds. The last routing stage
+    = node ``j mod n``, should Spark run several per node): the node stages (receive,
+    operator and state update fused; an aggregation's merge at the keys' home nodes).
+    Every stage before them is routing: the senders, and any stateless exchange a
+    strategy adds. The last routing stage
     writes the exchange the node stages read; its partitions ``>= route_partitions``
     are not senders but the state of the nodes a migration moves rows off (partition
     ``route_partitions + j`` reads node ``j mod n``'s state): their CPU, rows and bytes
