@@ -112,7 +112,7 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import load_replay
+    from balancebench.spark.engine import load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-engine-vs-streaming", master="local[*]")
@@ -156,7 +156,7 @@ def main() -> None:
                 f"{np.mean([c.node_service_s for c in costs]) * 1e3:.0f} ms",
                 flush=True,
             )
-        df.unpersist()
+        release_replay(df)
 
     def per_tuple_us(key: tuple[str, float, str]) -> float:
         work = median_per_batch(results[key], lambda b: float(b.node_work_s.sum()))

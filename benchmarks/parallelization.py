@@ -130,7 +130,7 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import EngineConfig, load_replay
+    from balancebench.spark.engine import EngineConfig, load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-parallelization", master="local[*]")
@@ -175,7 +175,7 @@ def main() -> None:
                 f"oracle {'ok' if row['oracle_passed'] else 'FAILED'}",
                 flush=True,
             )
-        df.unpersist()
+        release_replay(df)
     spark.stop()
     table = pd.DataFrame(rows)
     if args.figure:

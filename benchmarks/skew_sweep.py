@@ -204,7 +204,7 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import load_replay
+    from balancebench.spark.engine import load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-skew-sweep", master="local[*]")
@@ -254,7 +254,7 @@ def main() -> None:
                     f"{r['ok']}",
                     flush=True,
                 )
-            df.unpersist()
+            release_replay(df)
     out = local_dir() / "benchmarks" / "skew_sweep.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     fields = sorted({k for r in rows for k in r})

@@ -233,8 +233,14 @@ def test_moving_twice_the_rows_costs_more_and_the_scan_is_not_charged():
 def test_node_work_fit():
     received = np.array([[100, 200, 300], [400, 500, 600]])
     work = 0.005 + 2e-6 * received
-    intercept, slope, r2 = fit_node_work(received, work)
+    intercept, slope, r2, residual = fit_node_work(received, work)
     assert intercept == pytest.approx(0.005) and slope == pytest.approx(2e-6)
-    assert r2 == pytest.approx(1.0)
+    assert r2 == pytest.approx(1.0) and residual == pytest.approx(0.0, abs=1e-12)
     noisy = work + np.array([[0.0, 1e-4, -1e-4], [5e-5, 0.0, -2e-5]])
     assert 0.5 < fit_node_work(received, noisy)[2] < 1.0
+    # Balanced nodes (equal tuples): nothing for tuples to explain; the residual shows
+    # the noise
+    even = np.full((2, 3), 1000)
+    work = 0.005 + 2e-6 * even + np.array([[1e-3, -1e-3, 0.0], [0.0, 5e-4, -5e-4]])
+    _, _, r2, residual = fit_node_work(even, work)
+    assert np.isnan(r2) and residual == pytest.approx(np.sqrt(2.5e-6 / 6), rel=0.01)

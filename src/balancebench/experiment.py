@@ -86,7 +86,7 @@ def summarize(
     received = sum(b.received_tuples for b in batches)
     nodes_used = max(b.nodes_used for b in batches)
     node_work_s = [float(b.node_work_s.sum()) for b in batches]
-    _, per_tuple_s, r2 = metrics.fit_node_work(
+    _, per_tuple_s, r2, residual_s = metrics.fit_node_work(
         np.array([b.node_received for b in batches]), np.array([b.node_work_s for b in batches])
     )
     # A scale-out's adjustment: the plan made after the batch nodes joined, and the
@@ -133,6 +133,7 @@ def summarize(
         "input_tuples_total": float(tuples),
         "node_work_per_tuple_us": per_tuple_s * 1e6,
         "node_work_r2": r2,
+        "node_work_residual_s": residual_s,
         "cpu_communication_s_total": float(sum(b.route_work_s for b in batches)),
         "cpu_processing_s_total": float(sum(node_work_s)),
         "cpu_idle_s_total": float(
@@ -320,11 +321,15 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
                 "state_checkpoint_used": "reliable" if config.reliable_state else "local",
             }
         )
-        # Warm-up: untimed batches (hash routing) so JIT and first-use costs do not land
-        # on the measured batch 0.
+        # Warm-up: untimed batches under the run's own strategy (a fresh instance), so the
+        # JIT and first-use costs of its code paths (routing table, migration) do not land
+        # on the measured batches.
         if params["warmup_batches"]:
             warm = replace(config, n_batches=min(params["warmup_batches"], config.n_batches))
-            execute(spark, stream_df, warm, get_strategy("hash"), "hash", params)
+            fresh = get_strategy(
+                spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
+            )
+            execute(spark, stream_df, warm, fresh, spec.strategy, params)
         started = time.perf_counter()
         try:
             batches = execute(

@@ -208,17 +208,24 @@ def attribute_migration(
     return migration, node_cpu_s - receive
 
 
-def fit_node_work(received: np.ndarray, work_s: np.ndarray) -> tuple[float, float, float]:
-    """Least squares of node work on tuples received, over (node, batch) points:
-    ``(intercept s, slope s per tuple, r^2)``; r^2 is nan when either does not vary."""
+def fit_node_work(received: np.ndarray, work_s: np.ndarray) -> tuple[float, float, float, float]:
+    """Least squares of node work on tuples received, over a run's (node, batch) points:
+    ``(intercept s, slope s per tuple, r^2, root-mean-square residual s)``; r^2 is nan
+    when x or y does not vary. r^2 says how much of the differences between nodes and
+    batches the tuples explain: a run whose nodes all receive about the same tuples (a
+    balanced one) leaves them little to explain, so read its residual instead (the noise
+    the slowest node is picked from)."""
     x = np.asarray(received, dtype=float).ravel()
     y = np.asarray(work_s, dtype=float).ravel()
+    if len(x) == 0:
+        return 0.0, 0.0, float("nan"), 0.0
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float(y.mean()) if len(y) else 0.0, 0.0, float("nan")
+        rms = float(np.sqrt(np.mean((y - y.mean()) ** 2)))
+        return float(y.mean()), 0.0, float("nan"), rms
     slope, intercept = np.polyfit(x, y, 1)
     residual = y - (intercept + slope * x)
     r2 = 1.0 - float(residual @ residual) / float(((y - y.mean()) ** 2).sum())
-    return float(intercept), float(slope), r2
+    return float(intercept), float(slope), r2, float(np.sqrt(np.mean(residual**2)))
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,12 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "type": "integer",
         "minimum": 0,
         "maximum": 3,
-        "default": 1,
+        "default": 2,
         "title": "Warm-up batches",
-        "description": "Untimed batches (hash routing) each Spark run replays first, so the JVM's "
-        "first-use costs (JIT, code generation) do not land on measured batch 0. 0 = none "
-        "(batch 0 then pays them).",
+        "description": "Untimed batches each Spark run replays first under its own strategy (a "
+        "fresh instance), so the JVM's first-use costs (JIT, code generation) of every code "
+        "path it takes, its plan's migration included (2 batches), do not land on the "
+        "measured batches. 0 = none (the first batches then pay them).",
     },
     "state_checkpoint": {
         "type": "string",

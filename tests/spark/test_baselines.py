@@ -33,7 +33,7 @@ SENDERS = 3
 @pytest.fixture(scope="module")
 def replays(spark):
     """Each workload's replay stream (cached DataFrame, interval, pandas copy)."""
-    from balancebench.spark.engine import load_replay
+    from balancebench.spark.engine import load_replay, release_replay
 
     topics, _ = generate(
         "topic_stream",
@@ -62,7 +62,7 @@ def replays(spark):
         out[workload] = (df, interval, df.toPandas())
     yield out
     for df, _, _ in out.values():
-        df.unpersist()
+        release_replay(df)
 
 
 def _config(replays, workload: str, window_batches: float):

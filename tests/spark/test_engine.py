@@ -16,7 +16,13 @@ from balancebench.generators import generate
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.paths import datasets_dir
 from balancebench.routing import RoutingTable
-from balancebench.spark.engine import Engine, EngineConfig, OracleMismatch, load_replay
+from balancebench.spark.engine import (
+    Engine,
+    EngineConfig,
+    OracleMismatch,
+    load_replay,
+    release_replay,
+)
 from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
 from balancebench.spark.runners import make_router
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind
@@ -50,7 +56,7 @@ def streams(spark):
         out[workload] = load_replay(spark, replay, 2, senders=3)
     yield out
     for df, _ in out.values():
-        df.unpersist()
+        release_replay(df)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,7 @@ def eq5_in_4(spark):
     folder, _ = generate(dataset, datasets_dir(), params)
     df, interval = load_replay(spark, build_stream("eq5", folder, RATE), 4, senders=3)
     yield df, interval
-    df.unpersist()
+    release_replay(df)
 
 
 def config(workload: str, interval: float, window_s: float = 0.0, n_batches: int = 2):
@@ -321,7 +327,7 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
     """A part's count splits by its segments laid end to end from 0: what moves is
     floor(c * hi) - floor(c * lo) per segment, what stays c - floor(c * H), so nothing is
     lost or made up whatever the counts (the state holds one row per node, key and
-    slice)."""
+    age)."""
     from types import SimpleNamespace
 
     from balancebench.hashing import partition_surrogates
@@ -329,9 +335,9 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
     n = 4
     surrogates = F.array(*[F.lit(int(v)).cast("bigint") for v in partition_surrogates(n)])
     rows = [(0, 7, 2, 151), (0, 7, 3, 31), (1, 7, 2, 11), (0, 8, 2, 5)]
-    state = spark.createDataFrame(rows, "node int, key long, slice long, count long")
+    state = spark.createDataFrame(rows, "node int, key long, age long, count long")
     state = state.withColumn("_surrogate", F.element_at(surrogates, F.col("node") + 1)).select(
-        "_surrogate", "node", "key", "slice", "count"
+        "_surrogate", "node", "key", "age", "count"
     )
     third = FRACTION_UNITS // 3
     # node 0's part of key 7: a third to node 2, the next third to node 3
@@ -347,11 +353,11 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
     stay, arrived = Engine._split_counts(engine, state, moves)
     total = {}
     for r in [*stay.collect(), *arrived.collect()]:
-        total[(r["key"], r["slice"])] = total.get((r["key"], r["slice"]), 0) + r["count"]
+        total[(r["key"], r["age"])] = total.get((r["key"], r["age"]), 0) + r["count"]
     assert total == {(7, 2): 162, (7, 3): 31, (8, 2): 5}
-    placed = {(r["node"], r["key"], r["slice"]): r["count"] for r in arrived.collect()}
+    placed = {(r["node"], r["key"], r["age"]): r["count"] for r in arrived.collect()}
     assert placed == {(2, 7, 2): 50, (3, 7, 2): 50, (2, 7, 3): 10, (3, 7, 3): 10}
-    kept = {(r["node"], r["key"], r["slice"]): r["count"] for r in stay.collect()}
+    kept = {(r["node"], r["key"], r["age"]): r["count"] for r in stay.collect()}
     assert kept == {(0, 7, 2): 51, (0, 7, 3): 11, (1, 7, 2): 11, (0, 8, 2): 5}
 
 

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from balancebench.generators import generate
 from balancebench.paths import datasets_dir
-from balancebench.spark.engine import Engine, EngineConfig, load_replay
+from balancebench.spark.engine import Engine, EngineConfig, load_replay, release_replay
 from balancebench.spark.join_architectures import (
     BiStreamRouter,
     DynamicRouter,
@@ -106,7 +106,7 @@ def streams(spark):
         out[workload] = (df, interval, df.toPandas())
     yield out
     for df, _, _ in out.values():
-        df.unpersist()
+        release_replay(df)
 
 
 def _expected_received(router, pdf: pd.DataFrame, b: int, width: int) -> np.ndarray:

@@ -106,7 +106,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
-from balancebench.spark.engine import EngineConfig, check_batch
+from balancebench.spark.engine import EngineConfig, batch_frame, check_batch
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock, release
 from balancebench.spark.task_metrics import ROUTE, TaskMetricsReader
 from balancebench.workloads import AGGREGATE, BAND_JOIN, check_strategy
@@ -633,7 +633,7 @@ class _BatchQueries(_Baseline):
         checkpointed (``keep``); its rows per partition from the job's task metrics, and
         the job's measured work."""
         group = self.group(b, "ingest")
-        rows = self.stream.where(F.col("batch") == b).select(*COLUMNS)
+        rows = batch_frame(self.stream, b).select(*COLUMNS)
         piece = self.keep(rows.repartition(self.n))
         sizes = np.zeros(self.n, dtype=np.int64)
         for job in self.sc.statusTracker().getJobIdsForGroup(group):

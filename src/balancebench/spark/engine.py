@@ -27,9 +27,12 @@ Execution model (one Spark application per strategy run):
   ignores older rows of a kept piece. Each side's pieces are merged like a binary
   counter (``merge_pieces``), inside the node stage that reads them next, so a node
   scans O(log batches) pieces, not one per batch. An aggregation's state is its partial
-  counts (one row per node, key and batch slice inside a window, older slices dropped;
-  one running count per node and key for full history), rewritten by each batch's node
-  stage.
+  counts (one row per node, key and age inside a window: the batches since they were
+  counted, older ones dropped; one running count per node and key for full history),
+  rewritten by each batch's node stage. Ages, not batch numbers: nothing in the stages'
+  code changes from batch to batch, so Spark's generated classes are reused (a literal
+  batch number made it generate new ones every batch, which the first tasks ran before
+  the JVM had compiled them).
 - **Operator.** Aggregation: each node counts its tuples per key and adds them to its
   state; the window's answer merges the partials of every node per key at the key's
   home node ``F(k)`` (a split key's partials travel there; that merge is node work;
@@ -96,7 +99,10 @@ from balancebench.spark.loop import (
     MicroBatchLoop,
     OracleMismatch,
     PhaseClock,
+    batch_frame,
+    register_batches,
     release,
+    release_replay,
 )
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
@@ -115,7 +121,16 @@ from balancebench.spark.routing import home_node, partition_by_node
 from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
 from balancebench.workloads import AGGREGATE, BAND_JOIN, Workload
 
-__all__ = ["BatchResult", "Engine", "EngineConfig", "OracleMismatch", "check_batch", "load_replay"]
+__all__ = [
+    "BatchResult",
+    "Engine",
+    "EngineConfig",
+    "OracleMismatch",
+    "batch_frame",
+    "check_batch",
+    "load_replay",
+    "release_replay",
+]
 
 #: Salt of the tuple-id hash that picks which stored tuples of a part migrate (distinct
 #: from the storage-routing salt, so migration does not follow storage decisions).
@@ -159,10 +174,16 @@ class EngineConfig:
         return max(1, math.ceil(self.window_s / self.interval_s - 1e-9))
 
 
-def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
-    """The stream with its micro-batch (same IEEE expression as ``replay.batch_index``)."""
+def batch_of(interval_s: float, n_batches: int) -> Column:
+    """A tuple's micro-batch from its event time (same IEEE expression as
+    ``replay.batch_index``)."""
     batch = F.least(F.floor(F.col("event_time_s") / F.lit(interval_s)), F.lit(n_batches - 1))
-    return df.withColumn("batch", batch.cast("bigint"))
+    return batch.cast("bigint")
+
+
+def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
+    """The stream with its micro-batch (:func:`batch_of`)."""
+    return df.withColumn("batch", batch_of(interval_s, n_batches))
 
 
 @dataclass
@@ -338,7 +359,7 @@ class Engine(MicroBatchLoop):
             *[F.lit(int(v)).cast("bigint") for v in partition_surrogates(self.n)]
         )
         self.aggregates = config.workload.operator == AGGREGATE
-        #: Aggregation state: partial counts, one row per (node, key, slice).
+        #: Aggregation state: partial counts, one row per (node, key, age).
         self.state: DataFrame | None = None
         #: Join state: the stored tuples of each side, in pieces.
         self.pieces: list[Piece] = []
@@ -431,7 +452,7 @@ class Engine(MicroBatchLoop):
     def batch(self, b: int, clock: PhaseClock) -> BatchResult:
         cfg = self.config
         moves, self.pending = self.pending, None
-        batch = self.stream.where(F.col("batch") == b).select(*BATCH_COLUMNS)
+        batch = batch_frame(self.stream, b).select(*BATCH_COLUMNS)
         ctx = RouteContext(
             self.spark,
             cfg.workload.operator,
@@ -695,9 +716,11 @@ class Engine(MicroBatchLoop):
     def _aggregate(
         self, b: int, routed: DataFrame, moves: Reassignment | None, calibrating: bool
     ) -> Flow:
-        """Each node counts its tuples per key into its partial counts (one slice per batch
-        inside a window; one slice in all for full history), then every key's partials are
-        merged at the key's home node ``F(k)``: a split key's partials travel there.
+        """Each node counts its tuples per key into its partial counts (age 0; inside a
+        window every older row ages by one batch and leaves the window at age
+        ``window_batches``; full history keeps one running count), then every key's
+        partials are merged at the key's home node ``F(k)``: a split key's partials travel
+        there.
 
         A migration's partial counts ride the batch's exchange with its tuples (read off
         the sending nodes' state on the exchange's map side, tagged with the node they go
@@ -706,22 +729,26 @@ class Engine(MicroBatchLoop):
         cfg = self.config
         assert moves is None or moves.split is None, "re-placing every row is for joins"
         window = cfg.window_batches
-        slice_ = F.lit(b if window is not None else 0).cast("bigint")
-        one = F.lit(1).cast("bigint")
+        zero, one = F.lit(0).cast("bigint"), F.lit(1).cast("bigint")
         rows = routed.select(
-            "key", "node", slice_.alias("slice"), one.alias("count"), F.lit(0).alias("_moved")
+            "key", "node", zero.alias("age"), one.alias("count"), F.lit(0).alias("_moved")
         )
         route_partitions = _partitions(rows)
         state = None if calibrating else self.state
+        if state is not None and window is not None:
+            # A batch older; out once the window has passed (before any row moves).
+            aged = (F.col("age") + 1).alias("age")
+            state = state.select("_surrogate", "node", "key", aged, "count")
+            state = state.where(F.col("age") < window)
         if moves is not None and state is not None:
             state, arrived = self._split_counts(state, moves)
             rows = rows.unionByName(
-                arrived.select("key", "node", "slice", "count", F.lit(1).alias("_moved"))
+                arrived.select("key", "node", "age", "count", F.lit(1).alias("_moved"))
             )
         moved = F.col("_moved") == 1
         received = self._keep_lazy(
             partition_by_node(rows, self.n)
-            .groupBy("_surrogate", "node", "key", "slice")
+            .groupBy("_surrogate", "node", "key", "age")
             .agg(
                 F.sum("count").alias("count"),
                 F.sum(F.when(moved, 0).otherwise(1)).alias("tuples"),
@@ -729,14 +756,12 @@ class Engine(MicroBatchLoop):
                 F.sum(F.when(moved, F.col("count")).otherwise(0)).alias("moved_count"),
             )
         )
-        merged = received.select("_surrogate", "node", "key", "slice", "count")
+        merged = received.select("_surrogate", "node", "key", "age", "count")
         if state is not None:
             merged = state.unionByName(merged)
-        if window is not None:
-            merged = merged.where(F.col("slice") > b - window)
-        # One row per (node, key, slice): a running count for full history.
+        # One row per (node, key, age): a running count for full history.
         new_state = self._keep_lazy(
-            merged.groupBy("_surrogate", "node", "key", "slice").agg(F.sum("count").alias("count"))
+            merged.groupBy("_surrogate", "node", "key", "age").agg(F.sum("count").alias("count"))
         )
         per_node = new_state.groupBy("_surrogate", "node", "key").agg(F.sum("count").alias("count"))
         at_home = per_node.drop("_surrogate").withColumn("node", home_node("key", self.n))
@@ -998,7 +1023,7 @@ class Engine(MicroBatchLoop):
         """Partial counts: a part's count ``c`` splits by the moved shares, ``floor(c *
         hi) - floor(c * lo)`` per segment; the part's segments lie end to end from 0 up to
         ``H`` (``Reassignment.part_extent``), so what stays is ``c - floor(c * H)`` and the
-        pieces sum to ``c`` exactly. The state holds one row per (node, key, slice) (the
+        pieces sum to ``c`` exactly. The state holds one row per (node, key, age) (the
         node stage aggregates it), so each row splits on its own, with no aggregation.
         Returns the rows that stay (in place, for the node's state update) and those that
         move (``node`` set to where they go)."""
@@ -1023,9 +1048,7 @@ class Engine(MicroBatchLoop):
         )
         arrived = (
             state.join(F.broadcast(seg), on_seg, "inner")
-            .select(
-                "key", F.col("_mto").alias("node"), "slice", piece.cast("bigint").alias("count")
-            )
+            .select("key", F.col("_mto").alias("node"), "age", piece.cast("bigint").alias("count"))
             .where(F.col("count") > 0)
         )
         return stay, arrived
@@ -1113,15 +1136,21 @@ def _topk(df: DataFrame, k: int) -> list[tuple[int, int]]:
 def load_replay(
     spark: SparkSession, replay: Any, n_batches: int, senders: int = 1
 ) -> tuple[DataFrame, float]:
-    """The replay stream as a cached DataFrame with ``batch``, and the batch interval:
-    the stream's event-time span / ``n_batches`` (measured from the data, so a user's file
+    """The replay stream as a DataFrame with ``batch``, and the batch interval: the
+    stream's event-time span / ``n_batches`` (measured from the data, so a user's file
     needs no rate).
 
     The stream is spread over ``senders`` partitions, the upstream instances that route it:
     tuple ``i`` is sent by instance ``i mod senders`` (partition = sender), each instance's
-    tuples in arrival order, so a batch's routing stage runs one task per sender and reads
-    only that batch's cached rows (the cache's batch statistics prune the others). A
-    per-sender strategy relies on that layout (``routers.PerTupleRouter``)."""
+    tuples in arrival order, so a batch's routing stage runs one task per sender. A
+    per-sender strategy relies on that layout (``routers.PerTupleRouter``).
+
+    Each batch's tuples are cached apart (:func:`batch_frame`; the returned stream is
+    their union): a batch's jobs read its own cached rows with no filter on the batch
+    index in their code. A literal that changes every batch makes Spark generate new
+    classes for every stage that holds it, and the first tasks run them before the JVM
+    has compiled them (measured: 13-15 new classes a batch, +20-40 ms of CPU on the first
+    two nodes' tasks of every batch). Release them with :func:`release_replay`."""
     raw = spark.read.parquet(*replay.files)
     types = {
         "side": "string",
@@ -1140,7 +1169,15 @@ def load_replay(
     batched = with_batch(df, interval, n_batches)
     sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
     placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
-    batched = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
-    out = batched.persist()
-    out.write.format("noop").mode("overwrite").save()
+    whole = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
+    whole = whole.persist()
+    whole.write.format("noop").mode("overwrite").save()
+    frames = []
+    for b in range(n_batches):
+        frame = whole.where(F.col("batch") == b).persist()
+        frame.write.format("noop").mode("overwrite").save()
+        frames.append(frame)
+    whole.unpersist()
+    out = reduce(lambda a, b: a.unionByName(b), frames)
+    register_batches(out, frames)
     return out, interval

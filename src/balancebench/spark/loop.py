@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from balancebench.loads import imbalance
 from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S, BatchCosts, MigrationWork
@@ -152,6 +154,32 @@ class PhaseClock:
         return time.perf_counter() - self.started
 
 
+#: Each loaded replay stream's per-batch frames (``engine.load_replay``), by stream frame.
+_BATCH_FRAMES: weakref.WeakKeyDictionary[DataFrame, list[DataFrame]] = weakref.WeakKeyDictionary()
+
+
+def register_batches(stream: DataFrame, frames: list[DataFrame]) -> None:
+    """Record ``frames[b]`` as batch ``b``'s cached tuples of ``stream``."""
+    _BATCH_FRAMES[stream] = frames
+
+
+def batch_frame(stream: DataFrame, b: int) -> DataFrame:
+    """Batch ``b``'s tuples: its own cached frame when ``stream`` came from
+    ``engine.load_replay`` (no literal batch index in the jobs that read it), else a
+    filter on ``batch``."""
+    frames = _BATCH_FRAMES.get(stream)
+    if frames is not None and 0 <= b < len(frames):
+        return frames[b]
+    return stream.where(F.col("batch") == b)
+
+
+def release_replay(stream: DataFrame) -> None:
+    """Free a loaded replay stream's cached batches."""
+    for frame in _BATCH_FRAMES.pop(stream, []):
+        frame.unpersist()
+    stream.unpersist()
+
+
 def release(df: DataFrame) -> None:
     """Free what holds ``df``'s rows: its cache entry, or the blocks of a
     ``localCheckpoint`` (``DataFrame.unpersist`` does not reach those: the checkpointed
@@ -201,8 +229,8 @@ class MicroBatchLoop(ABC):
         self.harness_hook = harness_hook
         self.n = config.n_nodes
         self.reader = TaskMetricsReader(self.sc)
-        #: Senders of the routing stage: the input partitions of the replayed stream.
-        self.senders = max(1, stream.rdd.getNumPartitions())
+        #: Senders of the routing stage: the partitions of a batch of the replayed stream.
+        self.senders = max(1, batch_frame(stream, 0).rdd.getNumPartitions())
         rows = stream.groupBy("batch", "side").count().collect()
         #: Input tuples per (batch, side), counted once.
         self.counts = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in rows}

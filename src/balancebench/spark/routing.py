@@ -58,15 +58,13 @@ def with_storage_node(
         F.col("lo_units").alias("_rt_lo"),
         F.col("hi_units").alias("_rt_hi"),
     )
-    tagged = df.withColumn("_u", fraction_unit(tuple_id))
-    cond = (
-        (tagged[key] == parts["_rt_key"])
-        & (tagged["_u"] >= parts["_rt_lo"])
-        & (tagged["_u"] < parts["_rt_hi"])
-    )
-    joined = tagged.join(F.broadcast(parts), cond, "left")
+    # The tuple's unit is hashed only for a tuple whose key is in the table (the join's
+    # condition past the key match), not for every tuple.
+    unit = fraction_unit(tuple_id)
+    cond = (df[key] == parts["_rt_key"]) & (unit >= parts["_rt_lo"]) & (unit < parts["_rt_hi"])
+    joined = df.join(F.broadcast(parts), cond, "left")
     return joined.withColumn(out, F.coalesce(F.col("_rt_node"), home)).drop(
-        "_u", "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
+        "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
     )
 
 
