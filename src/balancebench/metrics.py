@@ -310,40 +310,59 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "makespan_s": (
         "[per batch] node service of the cost model: max over nodes of the node's work, the "
-        "summed executorCpuTime of its tasks in every node stage of the batch (receive, "
-        "operator, state update, merge of split keys' partials), from Spark's REST API "
-        "(seconds). CPU time, because the nodes are partitions sharing a few cores: a task's "
-        "wall time there is mostly waiting for a core. For the Spark-native baselines: the "
-        "tasks of the stateful operator's stage(s)."
+        "summed executorCpuTime of its tasks in every node stage of the batch (the fused "
+        "receive/operator/state-update stage; an aggregation's merge of every key's partials "
+        "at its home node), less the share of a migration's rows it received (counted in "
+        "migration_s), from Spark's REST API (seconds). CPU time, because the nodes are "
+        "partitions sharing a few cores: a task's wall time there is mostly waiting for a "
+        "core. For the Spark-native baselines: the tasks of the stateful operator's stage(s)."
     ),
     "route_s": (
-        "[per batch] routing at the senders (cost model): summed executorCpuTime of the "
-        "routing-stage tasks (read the batch, pick each tuple's node(s), write the shuffle) / "
-        "senders (the input partitions), seconds. Python routing stages (pkg, dchoices, "
-        "wchoices) count executorRunTime, since the JVM's CPU time misses the Python worker."
+        "[per batch] routing at the senders (cost model): summed CPU of the routing-stage "
+        "tasks (read the batch, pick each tuple's node(s), write the exchange) / senders (the "
+        "input partitions), seconds: their executorCpuTime, plus for a routing loop in Python "
+        "workers (pkg, dchoices, wchoices) the workers' own process CPU, measured inside them "
+        "(route_python_s), since executorCpuTime sees only the JVM's threads."
+    ),
+    "route_python_s": (
+        "[per batch] of the routing, the CPU seconds the senders' Python workers spent "
+        "(process CPU measured inside the worker from its first row to its last, Arrow's "
+        "conversions included, its start-up not); 0 for routing in Spark SQL."
     ),
     "service_s": (
-        "[per batch] time the batch occupies the replay clock: route_s + makespan_s (s)."
+        "[per batch] time the batch occupies the replay clock: route_s + max over nodes of "
+        "(node work + the node's share of the migration carried out in this batch: its CPU "
+        "and transfer), seconds."
     ),
     "migration_s": (
-        "[per batch] migration after the batch (cost model): max over the nodes that send or "
-        "receive state of (the node's executorCpuTime in the migration tasks + max(bytes sent, "
-        "bytes received) / network_bandwidth_mb_per_s), seconds."
+        "[per batch] the migration carried out inside this batch's exchange (the plan made "
+        "after the previous batch; cost model): max over the nodes that send or receive rows "
+        "of (the rows' CPU there + max(bytes sent, bytes received) / "
+        "network_bandwidth_mb_per_s), seconds. A row's CPU: at the sending node, the senders' "
+        "CPU per row written into the same exchange; at the receiving node, its node stage's "
+        "CPU per row read (its calibrated fixed cost left out). 0 when nothing moves."
+    ),
+    "migration_extract_s": (
+        "[per batch] the engine's own cost of a migration, reported apart and not charged: "
+        "CPU of the exchange's extra map tasks that read the sending nodes' state beyond "
+        "what their rows are charged (finding the rows that move by scanning the state, "
+        "which a keyed store would not do), seconds."
     ),
     "migration_transfer_s": (
         "[per batch] the transfer part of migration_s alone: max over nodes of max(bytes sent, "
         "bytes received) / network_bandwidth_mb_per_s (seconds)."
     ),
     "migration_bytes": (
-        "[per batch] bytes of state shipped between nodes by the migration (Spark's shuffle "
-        "bytes written by the sending nodes' migration tasks)."
+        "[per batch] bytes of state shipped between nodes by the migration carried out in "
+        "this batch (Spark's shuffle bytes written by the exchange's tasks that read the "
+        "sending nodes' state)."
     ),
     "harness_s": (
         "[per batch] the harness's own cost, never charged to the strategy: driver wall time of "
-        "the batch (migration included) minus what the cost model charges (service_s, plan, "
-        "migration_s); i.e. Spark job scheduling, the oracle, statistics collection, task-metric "
-        "reads, checkpoint bookkeeping, and the time the emulated nodes wait for this "
-        "machine's few cores (seconds, >= 0)."
+        "the batch minus what the cost model charges (service_s, plan); i.e. Spark job "
+        "scheduling, the oracle, statistics collection, task-metric reads, checkpoint "
+        "bookkeeping, the engine's costs reported apart (migration_extract_s), and the time "
+        "the emulated nodes wait for this machine's few cores (seconds, >= 0)."
     ),
     "ideal_makespan_s": "[per batch] mean over nodes of the same CPU times (seconds).",
     "makespan_wall_s": (
@@ -361,9 +380,9 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "time.perf_counter, milliseconds (paper 000's O1). Step b = plan made after batch b."
     ),
     "migrated_tuples": (
-        "[per batch] state tuples the plan made after the batch moved between nodes, counted "
-        "by Spark when the move is applied (paper 000's O3): stored join tuples, or the tuples "
-        "a moved share of a partial count represents."
+        "[per batch] state tuples moved between nodes inside this batch's exchange (the plan "
+        "made after the previous batch; paper 000's O3), counted by Spark at the receiving "
+        "nodes: stored join tuples, or the tuples a moved share of a partial count represents."
     ),
     "split_keys": "[per batch] keys on more than one node after the plan.",
     "plan_reached_tolerance": (
@@ -403,14 +422,16 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "costs and harness together, for transparency; never on the replay clock)."
     ),
     "phase_<name>_s": (
-        "[per batch] driver wall time of one phase of the batch (route, operator, "
-        "task_metrics, oracle, stats, migrate; baselines: ingest, feed, trigger, state, sink), "
-        "seconds: where harness_s goes. Never on the replay clock."
+        "[per batch] driver wall time of one phase of the batch (operator: the batch's job, "
+        "routing to state update; durable; task_metrics, oracle, stats, plan; baselines: "
+        "ingest, feed, trigger, state, sink), seconds: where harness_s goes. Never on the "
+        "replay clock."
     ),
     "node_work_<stage>_s": (
         "[per batch] executorCpuTime summed over all nodes in one node stage of the engine "
-        "(receive, operator, merge, compact: a join's merge of its state pieces), seconds: "
-        "where the node work goes."
+        "(node: receive, operator and state update fused, a join's merge of its pieces "
+        "included; merge: an aggregation's merge at the keys' home nodes; durable: writing "
+        "the state to reliable files), seconds: where the node work goes."
     ),
     "retried_stages": (
         "[per batch] Spark stages of the batch that ran more than once (partitions rerun "
@@ -428,6 +449,31 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "migrated_tuples_total": "Sum of migrated_tuples over the run.",
     "migration_s_total": "Sum of migration_s over the run (seconds).",
     "migration_bytes_total": "Sum of migration_bytes over the run (bytes).",
+    "migration_extract_s_total": (
+        "Sum of migration_extract_s over the run (seconds; the engine's, not charged)."
+    ),
+    "node_fixed_s": (
+        "The engine's fixed node cost per node and batch, reported apart: CPU seconds of a "
+        "node's tasks in a batch with no tuples and no state (task launch, deserialisation, "
+        "the stages' operators on nothing), through the same node stages as every batch; "
+        "the median over nodes of each stage, summed, median of 3 calibration batches run "
+        "before the first measured batch."
+    ),
+    "node_work_per_tuple_us": (
+        "Fitted node CPU per tuple received: the slope of a least-squares fit of node work "
+        "(makespan_s's per-node figure) on the tuples each node received, over the run's "
+        "(node, batch) points, microseconds."
+    ),
+    "node_work_r2": (
+        "How much of the differences in node work between nodes and batches the tuples "
+        "explain: r^2 of that fit (1 = all; nan when the tuples do not vary). A balanced run "
+        "(every node about the same tuples) leaves the tuples little to explain: read "
+        "node_work_residual_s there."
+    ),
+    "node_work_residual_s": (
+        "Root-mean-square residual of that fit, seconds: the noise in a node's work that its "
+        "tuples do not explain."
+    ),
     "route_s_total": "Sum of route_s over the run (seconds).",
     "retried_stages_total": "Sum of retried_stages over the run (a count; 0 without a fault).",
     "scale_outs_total": (
@@ -436,18 +482,18 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "scale_out_adjustment_s_total": (
         "Paper 000 Fig. 5's balance-adjustment time: over the batches after which nodes "
-        "joined, plan time + the migration cost the scale-out caused (cost model: max over "
-        "the nodes involved of migration CPU + transfer), seconds. 0 when no node joined, "
-        "and for BiStream (its stored tuples never move)."
+        "joined, plan time + the migration cost the scale-out caused, carried out in the next "
+        "batch (cost model: max over the nodes involved of migration CPU + transfer), seconds. "
+        "0 when no node joined, and for BiStream (its stored tuples never move)."
     ),
     "harness_s_total": (
         "Sum of harness_s over the run (seconds): the harness's own cost, reported apart."
     ),
     "latency_p50_s": (
         "Median event-time latency over all tuples: end of the tuple's batch under the "
-        "replay clock (a batch starts when it has closed and the previous batch, its plan and "
-        "its migration are done; it lasts service_s; all under the cost model of "
-        "balancebench.metrics) minus the tuple's event time, seconds."
+        "replay clock (a batch starts when it has closed and the previous batch and its plan "
+        "are done; it lasts service_s, the migration it carries included; all under the cost "
+        "model of balancebench.metrics) minus the tuple's event time, seconds."
     ),
     "latency_p95_s": "95th percentile of the same event-time latency, seconds.",
     "latency_p99_s": "99th percentile of the same event-time latency, seconds.",
@@ -456,19 +502,18 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "the replay clock (tuples per second)."
     ),
     "capacity_tuples_per_s": (
-        "Input tuples / everything the cost model charged over the run (routing, node "
-        "service, plans, migrations): the rate if batches ran back to back."
+        "Input tuples / everything the cost model charged over the run (service_s with the "
+        "migrations in it, plans): the rate if batches ran back to back."
     ),
     "charged_s_total": (
-        "Everything the cost model charged over the run (routing, node service, plans, "
-        "migrations), seconds: the processing time if batches ran back to back, input tuples "
+        "Everything the cost model charged over the run (service_s with the migrations in "
+        "it, plans), seconds: the processing time if batches ran back to back, input tuples "
         "/ capacity_tuples_per_s (paper 000 Fig. 3's execution time at full loading speed)."
     ),
     "sustainable_rate_tuples_per_s": (
         "Highest input rate at which the backlog does not grow at the same batch interval: "
-        "replayed rate x (interval - mean plan time) / mean(service_s + migration_s), taking "
-        "routing, node and migration work as proportional to the tuples per batch and the plan "
-        "time as not."
+        "replayed rate x (interval - mean plan time) / mean(service_s), taking routing, node "
+        "and migration work as proportional to the tuples per batch and the plan time as not."
     ),
     "backlog_s_max": "Max over batches of (batch start - batch close) under the replay model.",
     "nodes_used_max": "Max of nodes_used over the batches.",
@@ -484,12 +529,12 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "cpu_communication_s_total": (
         "Paper 001 Fig. 6's communication share, seconds of CPU over the run: the routing "
         "stage's tasks (the senders, and a stateless stage of its own where the strategy has "
-        "one) plus the nodes' receive stage (reading the shuffled tuples). Spark's own "
-        "baselines report no receive stage: their node work counts as processing."
+        "one: reading, routing and writing the exchange). The nodes read the exchange inside "
+        "their fused node stage, so that part counts as processing."
     ),
     "cpu_processing_s_total": (
-        "Paper 001 Fig. 6's tuple-processing share: the nodes' CPU in every node stage but "
-        "receive (operator, state update, merges), seconds over the run."
+        "Paper 001 Fig. 6's tuple-processing share: the nodes' CPU in every node stage "
+        "(receive, operator, state update, merges), seconds over the run."
     ),
     "cpu_idle_s_total": (
         "Paper 001 Fig. 6's idle share: per batch, nodes_used x the slowest node's work - "

@@ -53,6 +53,11 @@ REQUIRED = [
     "migration_bytes_total",
     "capacity_tuples_per_s",
     "sustainable_rate_tuples_per_s",
+    # costs that grow with the work (issue 26)
+    "node_fixed_s",
+    "node_work_per_tuple_us",
+    "node_work_residual_s",
+    "migration_extract_s_total",
 ]
 
 

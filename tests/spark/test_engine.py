@@ -20,6 +20,7 @@ from balancebench.spark.engine import (
     Engine,
     EngineConfig,
     OracleMismatch,
+    batch_frame,
     load_replay,
     release_replay,
 )
@@ -311,16 +312,19 @@ def test_a_slow_harness_changes_harness_s_not_the_strategys_figures(spark, strea
 
 
 def test_the_stream_is_spread_over_its_senders_in_arrival_order(streams):
-    # tuple i is sent by instance i mod 3, each instance's tuples in batch and arrival order
+    # each batch is cached apart; tuple i is sent by instance i mod 3, each instance's
+    # tuples of the batch in arrival order
     df, _ = streams["eq5"]
-    parts = df.select("tuple_id", "batch").rdd.glom().collect()
-    assert len(parts) == 3
-    for sender, rows in enumerate(parts):
-        ids = [r["tuple_id"] for r in rows]
-        assert ids and {i % 3 for i in ids} == {sender}
-        assert [(r["batch"], r["tuple_id"]) for r in rows] == sorted(
-            (r["batch"], r["tuple_id"]) for r in rows
-        )
+    for b in range(2):
+        frame = batch_frame(df, b)
+        assert frame is not df and frame.is_cached
+        parts = frame.select("tuple_id", "batch").rdd.glom().collect()
+        assert len(parts) == 3
+        for sender, rows in enumerate(parts):
+            ids = [r["tuple_id"] for r in rows]
+            assert ids and {i % 3 for i in ids} == {sender}
+            assert {r["batch"] for r in rows} == {b}
+            assert ids == sorted(ids)
 
 
 def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(spark):
