@@ -734,7 +734,8 @@ class Engine(MicroBatchLoop):
             "key", "node", zero.alias("age"), one.alias("count"), F.lit(0).alias("_moved")
         )
         route_partitions = _partitions(rows)
-        state = None if calibrating else self.state
+        # A one-batch window keeps nothing from the last batch: no state to age or move.
+        state = None if calibrating or window == 1 else self.state
         if state is not None and window is not None:
             # A batch older; out once the window has passed (before any row moves).
             aged = (F.col("age") + 1).alias("age")
