@@ -221,6 +221,71 @@ def execute(
     return batches
 
 
+def fresh_strategy(name: str, params: dict[str, Any]) -> Any:
+    """A new instance of strategy ``name`` with the Params' settings for it."""
+    return get_strategy(name, n_nodes=params["n_nodes"], **strategy_settings(name, params))
+
+
+def warm_up(spark: Any, stream_df: Any, config: Any, name: str, params: dict[str, Any]) -> None:
+    """``params["warmup_batches"]`` untimed batches under a fresh instance of strategy
+    ``name``, so the JIT and first-use costs of its code paths (routing table, migration:
+    2 batches) do not land on the measured batches that follow."""
+
+    if params["warmup_batches"]:
+        warm = replace(config, n_batches=min(params["warmup_batches"], config.n_batches))
+        execute(spark, stream_df, warm, fresh_strategy(name, params), name, params)
+
+
+class LoadedCell:
+    """One dataset's replay stream loaded in a Spark session, and what every run of it
+    needs (its engine configuration, the tuples' event times): side-by-side benchmarks
+    run all their strategies of a cell on one loaded cell (:meth:`run`)."""
+
+    def __init__(self, spark: Any, params: dict[str, Any]) -> None:
+        from balancebench.generators import generate, generator_params
+        from balancebench.paths import datasets_dir
+        from balancebench.spark.engine import EngineConfig, load_replay
+
+        self.params = params
+        name = params["dataset"]
+        folder, _ = generate(name, datasets_dir(), generator_params(name, params))
+        self.stream = build_stream(params["workload"], folder, params)
+        self.df, self.interval_s = load_replay(
+            spark, self.stream, params["n_batches"], params["n_senders"]
+        )
+        self.config = EngineConfig(
+            get_workload(params["workload"]),
+            params["n_nodes"],
+            params["n_batches"],
+            self.interval_s,
+            params["window_s"],
+            params["band_width"],
+            params["top_k"],
+        )
+        self.times = event_times(self.stream)
+        self.batch_of = replay.batch_index(self.times, self.interval_s, params["n_batches"])
+
+    def run(self, spark: Any, name: str) -> tuple[list[Any], dict[str, float]]:
+        """Strategy ``name``, warmed up (:func:`warm_up`), then measured: its batches and
+        run summary (:func:`summarize`)."""
+        warm_up(spark, self.df, self.config, name, self.params)
+        strategy = fresh_strategy(name, self.params)
+        batches = execute(spark, self.df, self.config, strategy, name, self.params)
+        summary = summarize(
+            batches,
+            self.times,
+            self.batch_of,
+            self.interval_s,
+            self.params["network_bandwidth_mb_per_s"],
+        )
+        return batches, summary
+
+    def release(self) -> None:
+        from balancebench.spark.engine import release_replay
+
+        release_replay(self.df)
+
+
 def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
     """Every name ``repeats`` times, one round after another, round ``r`` starting at name
     ``r mod len(names)``: side-by-side benchmarks run a cell's strategies this way, because
@@ -321,15 +386,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
                 "state_checkpoint_used": "reliable" if config.reliable_state else "local",
             }
         )
-        # Warm-up: untimed batches under the run's own strategy (a fresh instance), so the
-        # JIT and first-use costs of its code paths (routing table, migration) do not land
-        # on the measured batches.
-        if params["warmup_batches"]:
-            warm = replace(config, n_batches=min(params["warmup_batches"], config.n_batches))
-            fresh = get_strategy(
-                spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
-            )
-            execute(spark, stream_df, warm, fresh, spec.strategy, params)
+        warm_up(spark, stream_df, config, spec.strategy, params)
         started = time.perf_counter()
         try:
             batches = execute(

@@ -140,8 +140,10 @@ class MigrationWork:
     """A migration carried out inside a batch's exchange, per node, as charged
     (:func:`attribute_migration`)."""
 
-    #: CPU seconds: writing the rows it sends plus reading the rows it receives.
-    work_s: np.ndarray
+    #: CPU seconds of writing the rows each node sends into the exchange.
+    send_s: np.ndarray
+    #: CPU seconds of reading the rows each node receives in its node stage.
+    receive_s: np.ndarray
     sent_bytes: np.ndarray
     received_bytes: np.ndarray
     rows_sent: np.ndarray
@@ -149,6 +151,11 @@ class MigrationWork:
     #: CPU seconds of the extra map tasks beyond their rows' own cost (scanning the
     #: sending nodes' state for the rows that move): the engine's, not charged.
     extract_s: float = 0.0
+
+    @property
+    def work_s(self) -> np.ndarray:
+        """Per node: the migration's CPU there (sending plus receiving)."""
+        return self.send_s + self.receive_s
 
 
 def attribute_migration(
@@ -198,7 +205,8 @@ def attribute_migration(
     total_rows = float(rows_sent.sum())
     bytes_per_row = float(np.sum(extract_bytes)) / total_rows if total_rows else 0.0
     migration = MigrationWork(
-        work_s=send + receive,
+        send_s=send,
+        receive_s=receive,
         sent_bytes=np.asarray(extract_bytes, dtype=float),
         received_bytes=rows_in * bytes_per_row,
         rows_sent=rows_sent,

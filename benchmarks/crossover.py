@@ -1,0 +1,236 @@
+"""From which load per node does balancing pay? Capacity and p99 latency against tuples per
+node and batch (issue 26).
+
+    uv run python benchmarks/crossover.py                    # the preset below -> docs/figures
+    uv run python benchmarks/crossover.py --workloads topk --loads 10000 100000 --repeats 3
+
+The preset (:data:`PRESET`): ``topk`` (hash, qmmp, mnrt, readj, pkg) and ``eq5`` (the
+planners and hash; pkg cannot join), Zipf s 1.0 and 1.4, about 10k, 100k and 1M tuples per
+node and batch, ``--nodes`` nodes, ``--batches`` batches of 1 s (the input rate is the
+load: tuples per node and batch x nodes per second), full history, every batch checked
+by the oracle. TOPK is the topic stream (10k topics, no drift: skew is the only effect);
+EQ5 is TPC-H at the scale factor that gives the load (Lineitem and Supplier both
+streamed). One Spark session per point (dataset), its strategies ``--repeats`` times in
+rotated order, each run warmed up under its own strategy first; mean and bootstrap 95%
+CI over the repetitions. Besides the two plotted figures the table has what they are made
+of (routing, node service, migration, plan: all charged, all CPU but the plan's driver
+wall), so a winner can be traced to a component.
+
+Written: ``docs/figures/crossover.png`` and ``crossover.csv`` (``--out`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from balancebench.experiment import LoadedCell, rotated_rounds
+from balancebench.params import validate_params
+from balancebench.schema import positive_int
+from balancebench.sweep import repetition_stats
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The figure's grid: strategies per workload, skews and loads (tuples per node and batch).
+PRESET: dict[str, Any] = {
+    "strategies": {
+        "topk": ["hash", "qmmp", "mnrt", "readj", "pkg"],
+        "eq5": ["hash", "qmmp", "mnrt", "readj"],
+    },
+    "skews": [1.0, 1.4],
+    "loads": [10_000, 100_000, 1_000_000],
+}
+#: Lineitem rows per TPC-H scale factor (Supplier adds 10k per SF).
+LINEITEM_PER_SF = 6_001_215
+#: Run figures kept per repetition: the two plotted and what they are made of.
+FIGURES = (
+    "capacity_tuples_per_s",
+    "latency_p99_s",
+    "makespan_s_total",
+    "route_s_total",
+    "migration_s_total",
+    "plan_time_ms_mean",
+    "charged_s_total",
+    "imbalance_max_over_mean_mean",
+    "migrated_tuples_total",
+)
+
+
+def point_params(workload: str, skew: float, load: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The checked Params of one point: ``load`` tuples per node and batch."""
+    per_batch = load * args.nodes
+    total = per_batch * args.batches
+    common = {
+        "workload": workload,
+        "strategies": PRESET["strategies"][workload],
+        "zipf_s": skew,
+        "n_nodes": args.nodes,
+        "n_senders": args.nodes,
+        "n_batches": args.batches,
+        "window_s": 0.0,
+        "input_rate_tuples_per_s": float(per_batch),
+        "warmup_batches": 2,
+        "seed": 1,
+    }
+    if workload == "eq5":
+        sf = max(0.001, round(total / (LINEITEM_PER_SF + 10_000), 4))
+        return validate_params({**common, "tpch_scale_factor": sf})
+    return validate_params(
+        {
+            **common,
+            "n_tuples": total,
+            "n_keys": 10_000,
+            "topic_stream_drift_period_s": 0.0,
+        }
+    )
+
+
+def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
+    """Capacity and p99 latency against load, one row of panels per (workload, skew)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from balancebench.compare import strategy_color, strategy_order
+
+    rows = table[["workload", "zipf_s"]].drop_duplicates().values.tolist()
+    metrics = [("capacity_tuples_per_s", "capacity (tuples/s)"), ("latency_p99_s", "p99 (s)")]
+    fig, axes = plt.subplots(len(rows), 2, figsize=(11, 3.3 * len(rows)), squeeze=False)
+    for (workload, skew), line in zip(rows, axes, strict=True):
+        part = table[(table["workload"] == workload) & (table["zipf_s"] == skew)]
+        for ax, (metric, label) in zip(line, metrics, strict=True):
+            for strategy in strategy_order(part["strategy"].unique().tolist()):
+                s = part[part["strategy"] == strategy].sort_values("load_per_node")
+                mean = s[f"{metric}_mean"]
+                ax.errorbar(
+                    s["load_per_node"],
+                    mean,
+                    yerr=[mean - s[f"{metric}_ci95_lo"], s[f"{metric}_ci95_hi"] - mean],
+                    marker="o",
+                    capsize=3,
+                    color=strategy_color(strategy),
+                    linestyle="--" if strategy == "hash" else "-",
+                    label=strategy,
+                )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("tuples per node and batch")
+            ax.set_ylabel(label)
+            ax.set_title(f"{workload}, Zipf s = {skew}", fontsize=9)
+            ax.grid(alpha=0.3, which="both")
+        line[0].legend(fontsize=7)
+    fig.suptitle("\n".join(textwrap.wrap(caption, 150)), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", nargs="*", default=list(PRESET["strategies"]))
+    parser.add_argument("--skews", nargs="*", type=float, default=PRESET["skews"])
+    parser.add_argument("--loads", nargs="*", type=positive_int, default=PRESET["loads"])
+    parser.add_argument("--nodes", type=positive_int, default=4)
+    parser.add_argument("--batches", type=positive_int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
+    args = parser.parse_args()
+    if args.repeats < 3:
+        parser.error("--repeats: at least 3 (a figure's CI needs them)")
+    unknown = sorted(set(args.workloads) - set(PRESET["strategies"]))
+    if unknown:
+        parser.error(f"--workloads: {unknown}; allowed values: {sorted(PRESET['strategies'])}")
+    if args.batches < 2:
+        parser.error("--batches: at least 2 (a plan is carried out in the batch after it)")
+    try:  # every point checked before any work: the message names the Param
+        points = {
+            (w, s, load): point_params(w, s, load, args)
+            for w in args.workloads
+            for s in args.skews
+            for load in args.loads
+        }
+    except ValueError as exc:
+        parser.error(str(exc))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from balancebench.spark.session import get_session
+
+    started = time.perf_counter()
+    rows = []
+    for k, ((workload, skew, load), params) in enumerate(points.items(), 1):
+        names = params["strategies"]
+        print(
+            f"point {k} of {len(points)}: {workload}, s={skew}, {load:,} tuples per node "
+            f"and batch ({len(names)} strategies x {args.repeats})",
+            flush=True,
+        )
+        spark = get_session(f"balancebench-crossover-{k}", master="local[*]")
+        cell = LoadedCell(spark, params)
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+        for i, name in enumerate(rotated_rounds(names, args.repeats), 1):
+            _, summary = cell.run(spark, name)
+            runs[name].append(summary)
+            print(
+                f"  run {i} of {len(names) * args.repeats}: {name}, capacity "
+                f"{summary['capacity_tuples_per_s'] / 1e6:.2f}M/s, p99 "
+                f"{summary['latency_p99_s']:.2f} s",
+                flush=True,
+            )
+        cell.release()
+        spark.stop()
+        for name in names:
+            row: dict[str, Any] = {
+                "workload": workload,
+                "zipf_s": skew,
+                "load_per_node": load,
+                "strategy": name,
+                "repetitions": len(runs[name]),
+            }
+            for metric in FIGURES:
+                stats = repetition_stats([r[metric] for r in runs[name]])
+                row.update({f"{metric}_{k}": v for k, v in stats.items() if k != "n"})
+            rows.append(row)
+    wall = time.perf_counter() - started
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "crossover.csv", index=False)
+    caption = (
+        f"Capacity and p99 latency against tuples per node and batch; {args.nodes} nodes as "
+        f"Spark partitions on 2 cores, {args.batches} batches of 1 s at the load's rate, full "
+        f"history; mean and bootstrap 95% CI over {args.repeats} repetitions (rotated order, "
+        f"one Spark session per point); wall {wall / 60:.0f} min. "
+        "hash dashed (the reference); every batch checked by the oracle."
+    )
+    draw(table, args.out / "crossover.png", caption)
+    print(f"\nwrote {args.out / 'crossover.png'} and crossover.csv (wall {wall / 60:.1f} min)")
+    print_reading(table)
+
+
+def print_reading(table: pd.DataFrame) -> None:
+    """Per (workload, skew, load): each planner's capacity against hash's, and whether
+    their CIs separate."""
+    print("\ncapacity over hash's (CI-separated: +/-; overlapping: =)")
+    for (workload, skew, load), part in table.groupby(["workload", "zipf_s", "load_per_node"]):
+        base = part[part["strategy"] == "hash"].iloc[0]
+        cells = []
+        for _, r in part[part["strategy"] != "hash"].iterrows():
+            ratio = r["capacity_tuples_per_s_mean"] / base["capacity_tuples_per_s_mean"]
+            if r["capacity_tuples_per_s_ci95_lo"] > base["capacity_tuples_per_s_ci95_hi"]:
+                mark = "+"
+            elif r["capacity_tuples_per_s_ci95_hi"] < base["capacity_tuples_per_s_ci95_lo"]:
+                mark = "-"
+            else:
+                mark = "="
+            cells.append(f"{r['strategy']} {ratio:.2f}{mark}")
+        print(f"  {workload} s={skew} {load:>9,}: " + ", ".join(cells))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,349 @@
+"""What the engine charges against the work that causes it (issue 26), side by side in one run.
+
+    uv run python benchmarks/engine_costs.py                     # every section, 3 repeats
+    uv run python benchmarks/engine_costs.py --sections routing fixed --repeats 5
+
+One Spark session (``local[*]``), every run through the runner registry as a DAG run
+does (``experiment.execute``, every batch checked by the oracle), each strategy warmed
+up under its own code paths first (``experiment.warm_up``); a section's strategies run
+``--repeats`` times in rotated order and every figure printed is the median. Sections:
+
+- ``routing``: routing CPU per tuple of ``hash``, ``pkg`` and ``wchoices`` on ``--routing-
+  tuples`` TOPK tuples (one batch; the senders' JVM CPU plus, for the per-tuple
+  strategies, their Python workers' own CPU). Target: pkg and wchoices <= 2x hash.
+- ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
+  through the batch's node stages) on the default TOPK run and on full-history EQ5,
+  beside plain Spark's trivial reduce stage in the same session (an empty batch grouped
+  by node, ``--nodes`` tasks). Target: TOPK <= 10 ms per node and batch.
+- ``per_tuple``: the engine's node CPU per tuple (sum over nodes and node stages / tuples
+  received) of ``hash`` on the default TOPK run, against a plain Spark floor on the same
+  tuples in the same session: each batch repartitioned by node, then a hash aggregate by
+  (node, key), one job, its reduce stage's CPU. Target: <= 2x.
+- ``signal``: ``node_work_r2`` and the residual of ``hash``, ``qmmp``, ``mnrt`` on the
+  default run (``make run``'s Params). Target: r^2 >= 0.8 (a balanced run leaves tuples
+  little to explain: its residual says what noise picks the slowest node).
+- ``migration``: (1) the planners' ``migration_s_total`` over their node service on the
+  default run (target <= 10%); (2) runs that move ~1k, ~10k and ~100k stored tuples
+  (full-history EQ5 under ``hash``, a fixed share of every node's state moved to the next
+  node after batch 0, so the moves ride batch 1's exchange) against the same run moving
+  nothing: the measured marginal CPU of the moved rows (node stages plus the exchange's
+  extra map tasks, with minus without) beside what the cost model charges (its CPU plus
+  bytes / bandwidth, summed over nodes) and ``migration_s``. Target: charged within 2x of
+  the marginal per-row CPU x rows + bytes / bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from balancebench.experiment import LoadedCell, rotated_rounds
+from balancebench.hashing import FRACTION_UNITS
+from balancebench.params import validate_params
+from balancebench.schema import positive_int
+
+SECTIONS = ("routing", "fixed", "per_tuple", "signal", "migration")
+
+
+def rotated(names: list[str], repeats: int, run: Any) -> dict[str, list[Any]]:
+    """``run(name)`` for every name ``repeats`` times in rotated order."""
+    out: dict[str, list[Any]] = {name: [] for name in names}
+    for name in rotated_rounds(names, repeats):
+        out[name].append(run(name))
+    return out
+
+
+def med(values: list[float]) -> float:
+    return float(np.median(values))
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def topk_params(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """``make run``'s defaults (TOPK, 4.5M tuples at 750k/s, 6 batches, 8 nodes)."""
+    return validate_params({"warmup_batches": 2, **overrides})
+
+
+def section_routing(spark: Any, args: argparse.Namespace) -> None:
+    rate = 1_000_000.0
+    params = topk_params(
+        args,
+        n_tuples=args.routing_tuples,
+        input_rate_tuples_per_s=rate,
+        n_batches=1,
+        strategies=["hash", "pkg", "wchoices"],
+        warmup_batches=1,
+    )
+    cell = LoadedCell(spark, params)
+
+    def one(name: str) -> tuple[float, float]:
+        batches, _ = cell.run(spark, name)
+        tuples = sum(b.input_tuples for b in batches)
+        python = sum(b.extra.get("route_python_s", 0.0) for b in batches)
+        return sum(b.route_work_s for b in batches) / tuples, python / tuples
+
+    runs = rotated(["hash", "pkg", "wchoices"], args.repeats, one)
+    cell.release()
+    hash_ns = med([r[0] for r in runs["hash"]]) * 1e9
+    print(f"\n[routing] CPU per tuple routed, {args.routing_tuples:,} tuples, one batch")
+    print(f"  {'strategy':>9} {'total ns':>9} {'python ns':>10} {'x hash':>7}")
+    for name, values in runs.items():
+        total = med([r[0] for r in values]) * 1e9
+        python = med([r[1] for r in values]) * 1e9
+        print(f"  {name:>9} {total:>9.0f} {python:>10.0f} {total / hash_ns:>7.2f}")
+    for name in ("pkg", "wchoices"):
+        ratio = med([r[0] for r in runs[name]]) * 1e9 / hash_ns
+        print(f"  target {name} <= 2x hash: {ratio:.2f}x, {verdict(ratio <= 2.0)}")
+
+
+def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tuple[float, float]:
+    """Plain Spark on a batch's tuples: repartition by node, hash aggregate by (node, key),
+    one job; the reduce stage's CPU per task (ms) and per tuple (ns), median over batches."""
+    from pyspark.sql import functions as F
+
+    from balancebench.spark.loop import batch_frame
+    from balancebench.spark.routing import home_node, partition_by_node
+    from balancebench.spark.task_metrics import TaskMetricsReader, group_work
+
+    reader = TaskMetricsReader(spark.sparkContext)
+    per_task, per_tuple = [], []
+    for b in range(loaded.params["n_batches"]):
+        frame = batch_frame(loaded.df, b)
+        if empty:
+            frame = frame.where(F.col("tuple_id") < 0)
+        group = f"plain-{b}-{time.time_ns()}"
+        spark.sparkContext.setJobGroup(group, "plain Spark floor")
+        routed = partition_by_node(frame.withColumn("node", home_node("key", n)), n)
+        routed.groupBy("_surrogate", "node", "key").count().write.format("noop").mode(
+            "overwrite"
+        ).save()
+        work = group_work(reader, group, "route", n)
+        cpu = float(work.node_cpu_s.sum())
+        tuples = float(work.node_records_read.sum())
+        per_task.append(cpu / n * 1e3)
+        per_tuple.append(cpu / tuples * 1e9 if tuples else 0.0)
+    return med(per_task), med(per_tuple)
+
+
+def section_fixed(spark: Any, args: argparse.Namespace) -> None:
+    topk = LoadedCell(spark, topk_params(args, strategies=["hash"]))
+    runs = rotated(["hash"], args.repeats, lambda name: topk.run(spark, name)[1])
+    plain_ms, _ = plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=True)
+    topk.release()
+    eq5 = LoadedCell(spark, eq5_params(args, ["hash"]))
+    eq5_runs = rotated(["hash"], args.repeats, lambda name: eq5.run(spark, name)[1])
+    eq5.release()
+    topk_ms = med([s["node_fixed_s"] for s in runs["hash"]]) * 1e3
+    eq5_ms = med([s["node_fixed_s"] for s in eq5_runs["hash"]]) * 1e3
+    print("\n[fixed] CPU per node and batch of a batch with no tuples (node_fixed_s)")
+    print(f"  engine, topk (2 node stages): {topk_ms:.1f} ms")
+    print(f"  engine, eq5 full history (1 node stage): {eq5_ms:.1f} ms")
+    print(f"  plain Spark, an empty batch's reduce stage: {plain_ms:.1f} ms per task")
+    print(f"  target topk <= 10 ms: {verdict(topk_ms <= 10.0)}")
+
+
+def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
+    topk = LoadedCell(spark, topk_params(args, strategies=["hash"]))
+
+    def one(name: str) -> tuple[float, float]:
+        batches, summary = topk.run(spark, name)
+        work = sum(float(b.node_work_s.sum()) for b in batches)
+        tuples = sum(b.received_tuples for b in batches)
+        return work / tuples, summary["node_work_per_tuple_us"] * 1e3
+
+    runs = rotated(["hash"], args.repeats, one)
+    floors = [
+        plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=False)[1]
+        for _ in range(args.repeats)
+    ]
+    topk.release()
+    engine_ns = med([r[0] for r in runs["hash"]]) * 1e9
+    slope_ns = med([r[1] for r in runs["hash"]])
+    floor_ns = med(floors)
+    print("\n[per_tuple] node CPU per tuple, default TOPK run (hash), same tuples")
+    print(f"  engine: {engine_ns:.0f} ns (all node stages / tuples; fitted slope {slope_ns:.0f})")
+    print(f"  plain Spark floor (repartition by node + hash aggregate): {floor_ns:.0f} ns")
+    ratio = engine_ns / floor_ns
+    print(f"  target <= 2x: {ratio:.2f}x, {verdict(ratio <= 2.0)}")
+
+
+def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]]:
+    names = ["hash", "qmmp", "mnrt"]
+    topk = LoadedCell(spark, topk_params(args, strategies=names))
+    runs = rotated(names, args.repeats, lambda name: topk.run(spark, name)[1])
+    topk.release()
+    print("\n[signal] the default run (TOPK, 4.5M tuples, 6 batches, 8 nodes)")
+    print(
+        f"  {'strategy':>9} {'r2':>6} {'resid ms':>9} {'us/tuple':>9} {'fixed ms':>9} "
+        f"{'node s':>7} {'route s':>8} {'mig s':>8} {'cap M/s':>8}"
+    )
+    for name in names:
+        s = runs[name]
+        print(
+            f"  {name:>9} {med([r['node_work_r2'] for r in s]):>6.2f} "
+            f"{med([r['node_work_residual_s'] for r in s]) * 1e3:>9.1f} "
+            f"{med([r['node_work_per_tuple_us'] for r in s]):>9.3f} "
+            f"{med([r['node_fixed_s'] for r in s]) * 1e3:>9.1f} "
+            f"{med([r['makespan_s_total'] for r in s]):>7.3f} "
+            f"{med([r['route_s_total'] for r in s]):>8.3f} "
+            f"{med([r['migration_s_total'] for r in s]):>8.4f} "
+            f"{med([r['capacity_tuples_per_s'] for r in s]) / 1e6:>8.2f}"
+        )
+    for name in names:
+        r2 = med([r["node_work_r2"] for r in runs[name]])
+        print(f"  target r2 >= 0.8, {name}: {r2:.2f}, {verdict(r2 >= 0.8)}")
+    for name in ("qmmp", "mnrt"):
+        share = med([r["migration_s_total"] / r["makespan_s_total"] for r in runs[name]])
+        print(
+            f"  target migration <= 10% of node service, {name}: {share:.1%}, "
+            f"{verdict(share <= 0.10)}"
+        )
+    return runs
+
+
+def eq5_params(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    return validate_params(
+        {
+            "workload": "eq5",
+            "strategies": names,
+            "tpch_scale_factor": args.sf,
+            "zipf_s": 1.0,
+            "n_batches": 3,
+            "window_s": 0.0,
+            "input_rate_tuples_per_s": 500_000.0,
+            "warmup_batches": 2,
+            "seed": 1,
+        }
+    )
+
+
+def section_migration(spark: Any, args: argparse.Namespace) -> None:
+    from balancebench.spark.engine import Engine
+    from balancebench.spark.routers import KeyLevelRouter, Reassignment
+    from balancebench.strategies import get_strategy
+
+    class ShareMover(KeyLevelRouter):
+        """Hash routing; after batch 0 a share of every (key, node) part of the state
+        moves to the next node (one segment from 0, laid end to end)."""
+
+        def __init__(self, n: int, share: float) -> None:
+            super().__init__(get_strategy("hash", n_nodes=n), n, 0.05)
+            self.share = share
+            self.moved = False
+
+        def after_batch(self, stats: Any) -> Reassignment | None:
+            if self.share <= 0 or self.moved:
+                return None
+            self.moved = True
+            held = stats.state > 0
+            key, node = stats.key[held], stats.node[held].astype(np.int32)
+            hi = np.full(len(key), int(self.share * FRACTION_UNITS), np.int64)
+            lo = np.zeros(len(key), np.int64)
+            return Reassignment(key, node, ((node + 1) % self.n_nodes).astype(np.int32), lo, hi)
+
+    params = eq5_params(args, ["hash"])
+    cell = LoadedCell(spark, params)
+    n = params["n_nodes"]
+    shares = {"none": 0.0, **{f"{t:g}": t for t in args.move_shares}}
+    bandwidth = params["network_bandwidth_mb_per_s"]
+
+    def one(label: str) -> dict[str, float]:
+        # warm-up: the same code paths (a move of a share of the state) untimed first
+        Engine(spark, cell.df, cell.config, ShareMover(n, shares[label] or 0.001), "warm").run()
+        batches = Engine(
+            spark, cell.df, cell.config, ShareMover(n, shares[label]), f"move-{label}"
+        ).run()
+        b1 = batches[1]
+        m = b1.migration
+        costs = b1.costs(bandwidth)
+        received = float(m.receive_s.sum()) if m else 0.0
+        sent = float(m.send_s.sum()) if m else 0.0
+        return {
+            "rows": float(b1.migrated_tuples),
+            # what the nodes and the exchange's extra tasks spent, as measured
+            "spent_s": float(b1.node_work_s.sum()) + received + sent + (m.extract_s if m else 0),
+            "charged_s": sent + received,
+            "scan_s": m.extract_s if m else 0.0,
+            "transfer_s": float(costs.migration_transfer_s.sum()),
+            "migration_s": costs.migration_s,
+        }
+
+    runs = rotated(list(shares), args.repeats, one)
+    cell.release()
+    rows = {k: med([r["rows"] for r in v]) for k, v in runs.items()}
+    base = med([r["spent_s"] for r in runs["none"]])
+    # The marginal CPU per moved row, measured on the largest move: what batch 1 spent
+    # with the move minus without (node stages and the exchange's extra map tasks). A
+    # smaller move's difference is below the noise, so the per-row figure is carried over.
+    moving = [k for k in shares if k != "none"]
+    largest = max(moving, key=lambda k: rows[k])
+    per_row = (med([r["spent_s"] for r in runs[largest]]) - base) / max(rows[largest], 1.0)
+    print(f"\n[migration] EQ5 full history, sf {args.sf}, {n} nodes; batch 1 carries the moves")
+    print(
+        f"  {'share':>6} {'rows':>8} {'spent ms':>9} {'charged ms':>10} {'scan ms':>8} "
+        f"{'xfer ms':>8} {'migr_s ms':>9} {'predicted':>9} {'ratio':>6}"
+    )
+    worst = 1.0
+    for label in moving:
+        r = runs[label]
+        transfer = med([x["transfer_s"] for x in r])
+        charged = med([x["charged_s"] for x in r]) + transfer
+        predicted = per_row * rows[label] + transfer
+        ratio = charged / predicted if predicted > 0 else float("inf")
+        worst = max(worst, ratio, 1 / ratio if ratio > 0 else float("inf"))
+        print(
+            f"  {label:>6} {rows[label]:>8,.0f} "
+            f"{(med([x['spent_s'] for x in r]) - base) * 1e3:>9.1f} {charged * 1e3:>10.1f} "
+            f"{med([x['scan_s'] for x in r]) * 1e3:>8.1f} {transfer * 1e3:>8.2f} "
+            f"{med([x['migration_s'] for x in r]) * 1e3:>9.1f} {predicted * 1e3:>9.1f} "
+            f"{ratio:>6.2f}"
+        )
+    print(
+        f"  spent: batch 1's node and extra-task CPU with the move minus without; charged: "
+        f"the rows' CPU in the stages they ride + transfer (summed over nodes); scan: the "
+        f"extra tasks' CPU beyond their rows' (reported apart); predicted: "
+        f"{per_row * 1e9:.0f} ns per row (share {largest}'s spent / rows) x rows + transfer"
+    )
+    print(
+        f"  target charged within 2x of predicted at every move: worst factor {worst:.2f}, "
+        f"{verdict(worst <= 2)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", nargs="*", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--routing-tuples", type=positive_int, default=1_000_000)
+    parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (eq5)")
+    parser.add_argument(
+        "--move-shares",
+        nargs="*",
+        type=float,
+        default=[0.005, 0.05, 0.5],
+        help="shares of every node's state moved in the migration section",
+    )
+    args = parser.parse_args()
+    if not 0 < args.sf <= 10:
+        parser.error("--sf: a TPC-H scale factor in (0, 10]")
+    if any(not 0 < s <= 1 for s in args.move_shares):
+        parser.error("--move-shares: each share in (0, 1]")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from balancebench.spark.session import get_session
+
+    spark = get_session("balancebench-engine-costs", master="local[*]")
+    started = time.perf_counter()
+    for name in args.sections:
+        globals()[f"section_{name}"](spark, args)
+    print(f"\nwall {time.perf_counter() - started:.0f} s")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
