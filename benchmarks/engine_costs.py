@@ -71,32 +71,54 @@ def topk_params(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
 
 
 def section_routing(spark: Any, args: argparse.Namespace) -> None:
-    rate = 1_000_000.0
+    from balancebench.hashing import home_nodes
+    from balancebench.spark.engine import Engine
+    from balancebench.spark.routers import PerTupleRouter
+    from balancebench.strategies.pkg import PkgStrategy
+
+    class PythonHash(PkgStrategy):
+        """F(k) computed in the Python worker: the per-sender path's own cost with a
+        decision that costs next to nothing (numpy's hash of the key)."""
+
+        def route_sender(self, keys: np.ndarray, state: Any) -> np.ndarray:
+            return home_nodes(keys, len(state.sent))
+
     params = topk_params(
         args,
         n_tuples=args.routing_tuples,
-        input_rate_tuples_per_s=rate,
+        input_rate_tuples_per_s=1_000_000.0,
         n_batches=1,
         strategies=["hash", "pkg", "wchoices"],
         warmup_batches=1,
     )
     cell = LoadedCell(spark, params)
+    n = params["n_nodes"]
 
     def one(name: str) -> tuple[float, float]:
-        batches, _ = cell.run(spark, name)
+        if name == "python F(k)":
+            for _ in range(2):  # the first run warms the path up
+                router = PerTupleRouter(PythonHash(), n, 0.05)
+                batches = Engine(spark, cell.df, cell.config, router, "python-hash").run()
+        else:
+            batches, _ = cell.run(spark, name)
         tuples = sum(b.input_tuples for b in batches)
         python = sum(b.extra.get("route_python_s", 0.0) for b in batches)
         return sum(b.route_work_s for b in batches) / tuples, python / tuples
 
-    runs = rotated(["hash", "pkg", "wchoices"], args.repeats, one)
+    names = ["hash", "pkg", "wchoices", "python F(k)"]
+    runs = rotated(names, args.repeats, one)
     cell.release()
     hash_ns = med([r[0] for r in runs["hash"]]) * 1e9
     print(f"\n[routing] CPU per tuple routed, {args.routing_tuples:,} tuples, one batch")
-    print(f"  {'strategy':>9} {'total ns':>9} {'python ns':>10} {'x hash':>7}")
+    print(f"  {'strategy':>11} {'total ns':>9} {'python ns':>10} {'x hash':>7}")
     for name, values in runs.items():
         total = med([r[0] for r in values]) * 1e9
         python = med([r[1] for r in values]) * 1e9
-        print(f"  {name:>9} {total:>9.0f} {python:>10.0f} {total / hash_ns:>7.2f}")
+        print(f"  {name:>11} {total:>9.0f} {python:>10.0f} {total / hash_ns:>7.2f}")
+    print(
+        "  (python F(k): the per-sender path with a trivial decision: what shipping the "
+        "batch to a Python worker and back costs the JVM)"
+    )
     for name in ("pkg", "wchoices"):
         ratio = med([r[0] for r in runs[name]]) * 1e9 / hash_ns
         print(f"  target {name} <= 2x hash: {ratio:.2f}x, {verdict(ratio <= 2.0)}")

@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from balancebench.strategies import get_strategy
-from balancebench.strategies.pkg import choose_nodes
+from balancebench.strategies.pkg import (
+    _sorted_member,
+    candidates,
+    choose_nodes,
+    compiled_candidates,
+)
 from tests.strategies.reference import reference_choices
 
 
@@ -63,3 +68,20 @@ def test_compiled_choices_equal_the_python_loop(all_nodes, d):
     # Then they agree on every tuple and on the load they leave behind
     assert out.tolist() == ref
     assert sent.tolist() == ref_sent
+
+
+def test_compiled_candidates_equal_the_numpy_hashes():
+    # Given keys over the whole int64 range (negative, zero, large)
+    rng = np.random.default_rng(3)
+    keys = np.r_[rng.integers(-(2**63), 2**63 - 1, 5000, dtype=np.int64), 0, -1, 2**63 - 1]
+    for n, d in ((8, 2), (16, 16), (5, 3)):
+        # Then the compiled Murmur3 pass gives every candidate the numpy one gives
+        assert np.array_equal(compiled_candidates(keys, n, d), candidates(keys, n, d))
+
+
+def test_sorted_membership_equals_isin():
+    rng = np.random.default_rng(4)
+    for size in (0, 1, 50):
+        members = np.unique(rng.integers(0, 100, size))
+        values = rng.integers(-5, 105, 500)
+        assert np.array_equal(_sorted_member(values, members), np.isin(values, members))

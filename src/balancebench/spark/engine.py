@@ -89,6 +89,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -400,11 +401,18 @@ class Engine(MicroBatchLoop):
             self.state = None
 
     # ---- materialisation ------------------------------------------------------------------
-    def _keep_lazy(self, df: DataFrame) -> DataFrame:
+    def _keep_lazy(self, df: DataFrame, serialized: bool = False) -> DataFrame:
         """``df`` kept by the job that first computes it, inside the stage that computes
         it (``localCheckpoint(eager=False)``: the node stage stores its rows as it goes,
-        no job of its own); :meth:`_settle` cuts their lineage after that job."""
-        out = df.localCheckpoint(eager=False)
+        no job of its own); :meth:`_settle` cuts their lineage after that job.
+
+        ``serialized``: stored as bytes (memory, then disk). An aggregation's few
+        thousand partial counts per node cost less that way than as objects, whose size
+        the block store estimates as it goes (measured: 270 -> 215 ns of node CPU per
+        tuple on the default TOPK run); a join's pieces are read back every batch, where
+        deserialising them cost more (eq5, sf 0.1: 1.8 -> 2.4 us per tuple)."""
+        level = StorageLevel.MEMORY_AND_DISK if serialized else None
+        out = df.localCheckpoint(eager=False, storageLevel=level)
         self._lazy.append(out)
         return out
 
@@ -747,7 +755,7 @@ class Engine(MicroBatchLoop):
                 arrived.select("key", "node", "age", "count", F.lit(1).alias("_moved"))
             )
         moved = F.col("_moved") == 1
-        received = self._keep_lazy(
+        counted = (
             partition_by_node(rows, self.n)
             .groupBy("_surrogate", "node", "key", "age")
             .agg(
@@ -757,12 +765,14 @@ class Engine(MicroBatchLoop):
                 F.sum(F.when(moved, F.col("count")).otherwise(0)).alias("moved_count"),
             )
         )
+        received = self._keep_lazy(counted, serialized=True)
         merged = received.select("_surrogate", "node", "key", "age", "count")
         if state is not None:
             merged = state.unionByName(merged)
         # One row per (node, key, age): a running count for full history.
         new_state = self._keep_lazy(
-            merged.groupBy("_surrogate", "node", "key", "age").agg(F.sum("count").alias("count"))
+            merged.groupBy("_surrogate", "node", "key", "age").agg(F.sum("count").alias("count")),
+            serialized=True,
         )
         per_node = new_state.groupBy("_surrogate", "node", "key").agg(F.sum("count").alias("count"))
         at_home = per_node.drop("_surrogate").withColumn("node", home_node("key", self.n))

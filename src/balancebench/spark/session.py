@@ -28,6 +28,10 @@ BASE_CONF = {
     "spark.ui.retainedStages": "100000",
     "spark.ui.retainedTasks": "10000000",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Per-sender routing (pkg & co.) ships each sender's tuples to its Python worker in
+    # Arrow batches: fewer, larger batches cost the JVM less per tuple (measured on 1M
+    # tuples: 10k rows per batch 405 ns, 100k rows 359 ns of routing CPU per tuple).
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     # The engine caches each batch's routed rows: uncompressed columns halve the cost of
     # building that cache (measured on the receive stage: 1.2 -> 0.55 s CPU per node).
     "spark.sql.inMemoryColumnarStorage.compressed": "false",

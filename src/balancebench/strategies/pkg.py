@@ -56,15 +56,64 @@ def candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
+@numba.njit("uint32(int64, uint32)", cache=True, nogil=True)
+def _murmur3_long(value: int, seed: int) -> int:  # pragma: no cover - compiled
+    """Spark's ``Murmur3_x86_32.hashLong`` (``hashing.murmur3_hash_long``), one value."""
+    mask = np.uint32(0xFFFFFFFF)
+    h1 = np.uint32(seed)
+    bits = np.uint64(value)
+    for k1 in (np.uint32(bits & np.uint64(0xFFFFFFFF)), np.uint32(bits >> np.uint64(32))):
+        k1 = np.uint32((k1 * np.uint32(0xCC9E2D51)) & mask)
+        k1 = np.uint32(((k1 << np.uint32(15)) | (k1 >> np.uint32(17))) & mask)
+        k1 = np.uint32((k1 * np.uint32(0x1B873593)) & mask)
+        h1 = np.uint32(h1 ^ k1)
+        h1 = np.uint32(((h1 << np.uint32(13)) | (h1 >> np.uint32(19))) & mask)
+        h1 = np.uint32((h1 * np.uint32(5) + np.uint32(0xE6546B64)) & mask)
+    h1 = np.uint32(h1 ^ np.uint32(8))
+    h1 = np.uint32(h1 ^ (h1 >> np.uint32(16)))
+    h1 = np.uint32((h1 * np.uint32(0x85EBCA6B)) & mask)
+    h1 = np.uint32(h1 ^ (h1 >> np.uint32(13)))
+    h1 = np.uint32((h1 * np.uint32(0xC2B2AE35)) & mask)
+    return np.uint32(h1 ^ (h1 >> np.uint32(16)))
+
+
+@numba.njit("void(int64[:], int64, int64[:], int64[:, :])", cache=True, nogil=True)
+def _candidates_kernel(
+    keys: np.ndarray, n_nodes: int, salts: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled; equal to :func:`candidates`, tested
+    for i in range(keys.shape[0]):
+        first = _murmur3_long(keys[i], np.uint32(42))
+        out[i, 0] = np.int64(np.int32(first)) % n_nodes
+        for j in range(salts.shape[0]):
+            h = _murmur3_long(salts[j], first)
+            out[i, j + 1] = np.int64(np.int32(h)) % n_nodes
+
+
+def compiled_candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
+    """:func:`candidates` in one compiled pass over the keys (int64 nodes)."""
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    out = np.empty((len(keys), d), dtype=np.int64)
+    _candidates_kernel(keys, n_nodes, np.array(CHOICE_SALTS[: d - 1], dtype=np.int64), out)
+    return out
+
+
+def _sorted_member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_set)`` for a sorted ``sorted_set`` (a binary search)."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[pos] == values
+
+
 def space_saving_merge(
     keys: np.ndarray, counts: np.ndarray, chunk: np.ndarray, capacity: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge a chunk's exact counts into a Space-Saving summary of ``capacity`` counters."""
     uk, uc = np.unique(chunk, return_counts=True)
     floor = int(counts.min()) if len(counts) >= capacity else 0
-    known = np.isin(uk, keys)
-    merged_keys = np.r_[keys, uk[~known]]
-    merged_counts = np.r_[counts, uc[~known] + floor]
+    known = _sorted_member(uk, keys)  # the summary's keys are kept sorted
+    merged_keys = np.concatenate((keys, uk[~known]))
+    merged_counts = np.concatenate((counts, uc[~known] + floor))
     if known.any():
         pos = np.searchsorted(keys, uk[known]) if len(keys) else np.zeros(0, np.int64)
         merged_counts[pos] += uc[known]
@@ -153,9 +202,7 @@ class PkgStrategy(Strategy):
         keys = np.asarray(keys, dtype=np.int64)
         d = min(self.n_choices(n_nodes), n_nodes)
         all_nodes = d == n_nodes and d > 2
-        cand = np.ascontiguousarray(
-            candidates(keys, n_nodes, 2 if all_nodes else max(d, 2)), dtype=np.int64
-        )
+        cand = compiled_candidates(keys, n_nodes, 2 if all_nodes else max(d, 2))
         out = np.empty(len(keys), dtype=np.int32)
         sent = np.array(state.sent, dtype=np.int64)
         chunk = max(int(self.settings.get("sketch_chunk", len(keys) or 1)), 1)
@@ -217,7 +264,7 @@ class _HeavyHitterStrategy(PkgStrategy):
         )
         seen = state.seen + len(keys)
         hot = state.sketch_keys[state.sketch_counts >= theta * seen]
-        return np.isin(keys, hot)
+        return _sorted_member(keys, hot)
 
 
 class DChoicesStrategy(_HeavyHitterStrategy):
