@@ -45,6 +45,7 @@ from balancebench.experiment import LoadedCell, rotated_rounds
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.params import validate_params
 from balancebench.schema import positive_int
+from balancebench.sweep import repetition_stats
 
 SECTIONS = ("routing", "fixed", "per_tuple", "signal", "migration")
 
@@ -226,6 +227,26 @@ def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]
             f"  target migration <= 10% of node service, {name}: {share:.1%}, "
             f"{verdict(share <= 0.10)}"
         )
+    print(f"  mean [bootstrap 95% CI] over {args.repeats} runs; a winner only where CIs separate")
+    for metric, scale, unit, better in (
+        ("capacity_tuples_per_s", 1e-6, "M tuples/s", max),
+        ("makespan_s_total", 1.0, "s node service", min),
+        ("route_s_total", 1.0, "s routing", min),
+        ("latency_p99_s", 1.0, "s p99", min),
+    ):
+        stats = {n: repetition_stats([r[metric] for r in runs[n]]) for n in names}
+        cells = [
+            f"{n} {st['mean'] * scale:.3g} [{st['ci95_lo'] * scale:.3g}, "
+            f"{st['ci95_hi'] * scale:.3g}]"
+            for n, st in stats.items()
+        ]
+        best = better(names, key=lambda n: stats[n]["mean"])
+        others = [n for n in names if n != best]
+        if better is max:
+            apart = all(stats[best]["ci95_lo"] > stats[n]["ci95_hi"] for n in others)
+        else:
+            apart = all(stats[best]["ci95_hi"] < stats[n]["ci95_lo"] for n in others)
+        print(f"  {unit}: " + "; ".join(cells) + f" -> {best if apart else 'no winner'}")
     return runs
 
 

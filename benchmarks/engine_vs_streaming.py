@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import execute, rotated_rounds
+from balancebench.experiment import execute, rotated_rounds, warm_up
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
@@ -80,6 +80,7 @@ def run(spark, df, interval, name: str, params: dict, args: argparse.Namespace) 
 
     config = EngineConfig(get_workload("eq5"), args.nodes, args.batches, interval, 0.0)
     strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
+    warm_up(spark, df, config, name, params)
     return execute(spark, df, config, strategy, name, params)
 
 

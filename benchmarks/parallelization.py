@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from balancebench import replay
-from balancebench.experiment import event_times, execute, rotated_rounds, summarize
+from balancebench.experiment import event_times, execute, rotated_rounds, summarize, warm_up
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
@@ -147,6 +147,7 @@ def main() -> None:
         for name in rotated_rounds(SCHEMES, args.repeats):
             config = EngineConfig(workload, n, args.batches, interval, args.window)
             strategy = get_strategy(name, n_nodes=n, **strategy_settings(name, params))
+            warm_up(spark, df, config, name, params)
             batches = execute(spark, df, config, strategy, name, params)
             out = summarize(batches, times, batch_of, interval)
             out["oracle_passed"] = float(all(b.oracle_passed for b in batches))

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from balancebench import replay
-from balancebench.experiment import event_times, execute, rotated_rounds, summarize
+from balancebench.experiment import event_times, execute, rotated_rounds, summarize, warm_up
 from balancebench.generators import generate, generator_params
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
@@ -119,6 +119,7 @@ def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[s
         get_workload(workload), args.nodes, args.batches, interval, params["window_s"]
     )
     strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
+    warm_up(spark, df, config, name, params)
     started = time.perf_counter()
     batches = execute(spark, df, config, strategy, name, params)
     wall = time.perf_counter() - started
