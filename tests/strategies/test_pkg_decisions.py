@@ -77,6 +77,10 @@ def test_compiled_candidates_equal_the_numpy_hashes():
     for n, d in ((8, 2), (16, 16), (5, 3)):
         # Then the compiled Murmur3 pass gives every candidate the numpy one gives
         assert np.array_equal(compiled_candidates(keys, n, d), candidates(keys, n, d))
+    # ... also on read-only keys (Arrow hands the Python worker zero-copy arrays)
+    frozen = keys.copy()
+    frozen.flags.writeable = False
+    assert np.array_equal(compiled_candidates(frozen, 8, 2), candidates(keys, 8, 2))
 
 
 def test_sorted_membership_equals_isin():

@@ -92,6 +92,8 @@ def _candidates_kernel(
 def compiled_candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
     """:func:`candidates` in one compiled pass over the keys (int64 nodes)."""
     keys = np.ascontiguousarray(keys, dtype=np.int64)
+    if not keys.flags.writeable:  # Arrow's zero-copy arrays are read-only
+        keys = keys.copy()
     out = np.empty((len(keys), d), dtype=np.int64)
     _candidates_kernel(keys, n_nodes, np.array(CHOICE_SALTS[: d - 1], dtype=np.int64), out)
     return out
