@@ -16,7 +16,10 @@ CI over the repetitions. Besides the two plotted figures the table has what they
 of (routing, node service, migration, plan: all charged, all CPU but the plan's driver
 wall), so a winner can be traced to a component.
 
-Written: ``docs/figures/crossover.png`` and ``crossover.csv`` (``--out`` elsewhere).
+Written: ``docs/figures/crossover.png`` and ``crossover.csv`` (``--out`` elsewhere). Each
+finished point is appended to ``crossover.points.csv`` beside them as it ends, so an
+interrupted figure goes on from its last whole point with ``--resume`` (same settings; a
+point is re-run whole, never stitched from parts); it is removed once the figure is whole.
 """
 
 from __future__ import annotations
@@ -143,6 +146,11 @@ def main() -> None:
     parser.add_argument("--batches", type=positive_int, default=3)
     parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the whole points of an interrupted run (crossover.points.csv) and run the rest",
+    )
     args = parser.parse_args()
     if args.repeats < 3:
         parser.error("--repeats: at least 3 (a figure's CI needs them)")
@@ -163,10 +171,33 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.session import get_session
 
+    args.out.mkdir(parents=True, exist_ok=True)
+    done_path = args.out / "crossover.points.csv"
+    settings = {"nodes": args.nodes, "batches": args.batches, "repetitions": args.repeats}
+    done = finished_points(done_path, settings) if args.resume else pd.DataFrame()
+    if not args.resume:
+        done_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    rows = []
+    point_keys = ["workload", "zipf_s", "load_per_node"]
+    wall_before = (
+        float(done.drop_duplicates(point_keys)["point_wall_s"].sum()) if len(done) else 0.0
+    )
+    rows = [] if done.empty else done.to_dict("records")
     for k, ((workload, skew, load), params) in enumerate(points.items(), 1):
         names = params["strategies"]
+        if (
+            not done.empty
+            and (
+                (done["workload"] == workload)
+                & (done["zipf_s"] == skew)
+                & (done["load_per_node"] == load)
+            ).any()
+        ):
+            print(
+                f"point {k} of {len(points)}: {workload}, s={skew}, {load:,}: kept from {done_path}"
+            )
+            continue
+        point_started = time.perf_counter()
         print(
             f"point {k} of {len(points)}: {workload}, s={skew}, {load:,} tuples per node "
             f"and batch ({len(names)} strategies x {args.repeats})",
@@ -186,6 +217,7 @@ def main() -> None:
             )
         cell.release()
         spark.stop()
+        point_rows = []
         for name in names:
             row: dict[str, Any] = {
                 "workload": workload,
@@ -193,15 +225,22 @@ def main() -> None:
                 "load_per_node": load,
                 "strategy": name,
                 "repetitions": len(runs[name]),
+                **settings,
+                "point_wall_s": time.perf_counter() - point_started,
             }
             for metric in FIGURES:
                 stats = repetition_stats([r[metric] for r in runs[name]])
-                row.update({f"{metric}_{k}": v for k, v in stats.items() if k != "n"})
-            rows.append(row)
-    wall = time.perf_counter() - started
+                row.update({f"{metric}_{s}": v for s, v in stats.items() if s != "n"})
+            point_rows.append(row)
+        # appended whole after the point: an interruption loses at most the running point
+        pd.DataFrame(point_rows).to_csv(
+            done_path, mode="a", header=not done_path.exists(), index=False
+        )
+        rows.extend(point_rows)
+    wall = wall_before + time.perf_counter() - started
     table = pd.DataFrame(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "crossover.csv", index=False)
+    done_path.unlink(missing_ok=True)  # the whole figure is in crossover.csv now
     caption = (
         f"Capacity and p99 latency against tuples per node and batch; {args.nodes} nodes as "
         f"Spark partitions on 2 cores, {args.batches} batches of 1 s at the load's rate, full "
@@ -212,6 +251,22 @@ def main() -> None:
     draw(table, args.out / "crossover.png", caption)
     print(f"\nwrote {args.out / 'crossover.png'} and crossover.csv (wall {wall / 60:.1f} min)")
     print_reading(table)
+
+
+def finished_points(path: Path, settings: dict[str, int]) -> pd.DataFrame:
+    """The whole points of an interrupted run with the same settings (empty if none)."""
+    if not path.exists():
+        return pd.DataFrame()
+    done = pd.read_csv(path)
+    same = np.ones(len(done), dtype=bool)
+    for key, value in settings.items():
+        same &= done[key].to_numpy() == value
+    if not same.all():
+        raise SystemExit(
+            f"--resume: {path} was made with other settings; remove it or match "
+            f"--nodes/--batches/--repeats ({settings})"
+        )
+    return done.reset_index(drop=True)
 
 
 def print_reading(table: pd.DataFrame) -> None:
