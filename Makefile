@@ -11,7 +11,7 @@ SPARK_MASTER ?=
 # User values reach commands as environment variables, never spliced into shell text.
 export CONF SPARK_MASTER
 
-.PHONY: test-faults setup run test test-fast lint bench bench-engine bench-sweep paper-figures clean \
+.PHONY: test-faults setup run test test-fast lint bench bench-engine bench-costs crossover bench-sweep paper-figures clean \
 	airflow airflow-stop airflow-status browser
 
 $(UV):
@@ -68,11 +68,22 @@ bench: setup
 bench-engine: setup
 	$(UV_RUN) python benchmarks/engine_vs_streaming.py --sf 0.05
 
+# What the engine charges per unit of work (issue 26's targets: routing, fixed, per-tuple,
+# signal, migration), printed side by side with verdicts: about 8 minutes.
+bench-costs: setup
+	$(UV_RUN) python benchmarks/engine_costs.py
+
+# From which load per node balancing pays (issue 26): capacity and p99 against tuples per
+# node and batch -> docs/figures/crossover.png; about an hour (--resume after a stop).
+crossover: setup
+	$(UV_RUN) python benchmarks/crossover.py
+
 # The skew sweep of issue 5 (every strategy, 5 skews, topk and eq5): about an hour here.
 bench-sweep: setup
 	$(UV_RUN) python benchmarks/skew_sweep.py
 
-# The papers 001-004 experiments under the models (7 DAG runs) -> docs/figures/.
+# Every paper's figure -> docs/figures/: paper 000's through the nightly sweep (hours),
+# papers 001-004 under the models (DAG runs), paper 001 Figs. 6-7 on the engine.
 paper-figures: setup
 	$(UV_RUN) python benchmarks/paper_figures.py
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from balancebench.experiment import LoadedCell, rotated_rounds
+from balancebench.experiment import LoadedCell, report_run
 from balancebench.params import validate_params
 from balancebench.schema import positive_int
 from balancebench.sweep import repetition_stats
@@ -205,16 +205,7 @@ def main() -> None:
         )
         spark = get_session(f"balancebench-crossover-{k}", master="local[*]")
         cell = LoadedCell(spark, params)
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-        for i, name in enumerate(rotated_rounds(names, args.repeats), 1):
-            _, summary = cell.run(spark, name)
-            runs[name].append(summary)
-            print(
-                f"  run {i} of {len(names) * args.repeats}: {name}, capacity "
-                f"{summary['capacity_tuples_per_s'] / 1e6:.2f}M/s, p99 "
-                f"{summary['latency_p99_s']:.2f} s",
-                flush=True,
-            )
+        runs = cell.side_by_side(spark, names, args.repeats, report_run(len(names) * args.repeats))
         cell.release()
         spark.stop()
         point_rows = []

@@ -6,6 +6,7 @@ paper 001's Figs. 6-7 (its parallelization schemes on the engine) through
     uv run python benchmarks/paper_figures.py              # all (paper 000: hours)
     uv run python benchmarks/paper_figures.py --only backpressure_volume
     uv run python benchmarks/paper_figures.py --only 000-3a --repetitions 2
+    uv run python benchmarks/paper_figures.py --only 000-3a 000-8 --in-session
 
 Each paper 000 figure is one ``balancebench figure <key>`` (a real ``airflow dags test``
 of the sweep: datasets, GX validation, one spark-submit per cell and repetition, every
@@ -13,6 +14,15 @@ batch checked by the oracle, MLflow); each model experiment one ``balancebench r
 --conf ...``. The figure and its table are copied to ``docs/figures/`` (the README shows
 them). The CONF of each model experiment is below, and ``balancebench.paper000`` holds
 the paper 000 presets, so any figure can be re-made by hand.
+
+``--in-session`` runs a paper 000 figure the side-by-side way instead (no Airflow, no
+MLflow): the same preset, Params and oracle, one Spark session per x value, all its
+strategies ``--repetitions`` times in rotated order on the once-loaded cell
+(:meth:`LoadedCell.side_by_side`), each warmed up under its own strategy. It is minutes
+where the sweep is hours, and its runs pay no per-submit start-up. Beside the figure it
+writes ``paper000-fig<key>.components.csv``: routing, node service, migration, plan and
+imbalance per (strategy, x), mean and CI, so every "not reproduced" can be traced to a
+component.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from pathlib import Path
 
 from balancebench import tracking
 from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES
+from balancebench.params import validate_params
 from balancebench.paths import results_dir
 from balancebench.schema import positive_int
 
@@ -120,6 +131,92 @@ def paper_000_figure(cli: Path, name: str, repetitions: int) -> None:
     print(f"   -> {OUT / png.name}, .csv", flush=True)
 
 
+#: What a figure's reading is traced to (mean and CI per strategy and x), besides its plotted
+#: metrics: the charged components, the plan's wall, the imbalance and what moved.
+COMPONENTS = (
+    "charged_s_total",
+    "route_s_total",
+    "makespan_s_total",
+    "migration_s_total",
+    "plan_time_ms_mean",
+    "imbalance_max_over_mean_mean",
+    "migrated_tuples_total",
+    "capacity_tuples_per_s",
+    "latency_p99_s",
+    "node_work_r2",
+)
+
+
+def paper_000_in_session(name: str, repetitions: int) -> None:
+    """One paper 000 figure, side by side in one Spark session per x value."""
+    import os
+
+    import pandas as pd
+
+    from balancebench.experiment import LoadedCell, report_run
+    from balancebench.paper000 import draw_figure, get_figure
+    from balancebench.spark.session import get_session
+    from balancebench.sweep import cell_params, cells, repetition_stats, validate_sweep_params
+
+    key = name.removeprefix("000-")
+    fig = get_figure(key)
+    sweep = validate_sweep_params({"figure": key, "repetitions": repetitions})
+    groups: dict[tuple, list] = {}
+    for cell in cells(sweep["grid"]):
+        groups.setdefault((cell.workload, cell.zipf_s, cell.n_nodes, cell.tolerance), []).append(
+            cell
+        )
+    # every group's Params checked before any work
+    points = {
+        g: validate_params(
+            {**cell_params(sweep, members[0]), "strategies": [c.strategy for c in members]}
+        )
+        for g, members in groups.items()
+    }
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    print(f"== paper 000 Fig. {key} in one session per x ({repetitions} repetitions)", flush=True)
+    started = time.perf_counter()
+    rows = []
+    for k, ((workload, skew, n_nodes, tolerance), params) in enumerate(points.items(), 1):
+        names = params["strategies"]
+        print(
+            f"point {k} of {len(points)}: {workload}, s={skew:g}, N={n_nodes}"
+            + ("" if tolerance is None else f", tol={tolerance:g}")
+            + f" ({len(names)} strategies x {repetitions})",
+            flush=True,
+        )
+        spark = get_session(f"balancebench-fig{key}-{k}", master="local[*]")
+        loaded = LoadedCell(spark, params)
+        runs = loaded.side_by_side(spark, names, repetitions, report_run(len(names) * repetitions))
+        loaded.release()
+        spark.stop()
+        for strategy, summaries in runs.items():
+            row = {
+                "strategy": strategy,
+                "zipf_s": skew,
+                "n_nodes": n_nodes,
+                "tolerance": params["tolerance"] if tolerance is None else tolerance,
+                "repetitions_finished": float(len(summaries)),
+            }
+            for metric in dict.fromkeys([*fig.metrics, *COMPONENTS]):
+                stats = repetition_stats([s[metric] for s in summaries])
+                row.update({f"{metric}_{st}": v for st, v in stats.items() if st != "n"})
+            rows.append(row)
+    wall = time.perf_counter() - started
+    table = pd.DataFrame(rows)
+    caption = (
+        f"{fig.scale}; {repetitions} repetitions, mean and bootstrap 95% CI; seed "
+        f"{sweep['seed']}; side by side in one Spark session per x value, rotated order "
+        f"(paper_figures.py --in-session); wall {wall / 60:.0f} min"
+    )
+    png = draw_figure(table, fig, OUT, caption)
+    cols = ["strategy", fig.x] + [c for c in table if any(c.startswith(m) for m in COMPONENTS)]
+    table[cols].sort_values([fig.x, "strategy"]).to_csv(
+        OUT / f"{png.stem}.components.csv", index=False
+    )
+    print(f"   -> {png}, .csv, .components.csv (wall {wall / 60:.1f} min)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     choices = [*PAPER_000, PAPER_001, *EXPERIMENTS]
@@ -127,10 +224,18 @@ def main() -> None:
     parser.add_argument(
         "--repetitions", type=positive_int, default=3, help="per cell of a paper 000 figure"
     )
+    parser.add_argument(
+        "--in-session",
+        action="store_true",
+        help="paper 000 figures side by side in one Spark session per x value (no Airflow)",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     cli = Path(sys.executable).parent / "balancebench"
     for name in args.only:
+        if name in PAPER_000 and args.in_session:
+            paper_000_in_session(name, args.repetitions)
+            continue
         if name in PAPER_000:
             paper_000_figure(cli, name, args.repetitions)
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -280,10 +280,43 @@ class LoadedCell:
         )
         return batches, summary
 
+    def side_by_side(
+        self,
+        spark: Any,
+        names: Sequence[str],
+        repeats: int,
+        report: Callable[[int, str, dict[str, float]], None] | None = None,
+    ) -> dict[str, list[dict[str, float]]]:
+        """Every strategy of ``names`` ``repeats`` times on this loaded cell, in rotated
+        order (:func:`rotated_rounds`): each one's run summaries, in the order run.
+        ``report(i, name, summary)`` is called after run ``i`` (from 1), for progress."""
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+        for i, name in enumerate(rotated_rounds(names, repeats), 1):
+            _, summary = self.run(spark, name)
+            runs[name].append(summary)
+            if report is not None:
+                report(i, name, summary)
+        return runs
+
     def release(self) -> None:
         from balancebench.spark.engine import release_replay
 
         release_replay(self.df)
+
+
+def report_run(total: int) -> Callable[[int, str, dict[str, float]], None]:
+    """A :meth:`LoadedCell.side_by_side` progress line per run: run i of total, the
+    strategy, its capacity and p99 latency."""
+
+    def report(i: int, name: str, summary: dict[str, float]) -> None:
+        print(
+            f"  run {i} of {total}: {name}, capacity "
+            f"{summary['capacity_tuples_per_s'] / 1e6:.2f}M/s, p99 "
+            f"{summary['latency_p99_s']:.2f} s",
+            flush=True,
+        )
+
+    return report
 
 
 def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
