@@ -174,7 +174,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     done_path = args.out / "crossover.points.csv"
     settings = {"nodes": args.nodes, "batches": args.batches, "repetitions": args.repeats}
-    done = finished_points(done_path, settings) if args.resume else pd.DataFrame()
+    try:
+        done = finished_points(done_path, settings) if args.resume else pd.DataFrame()
+    except ValueError as exc:
+        parser.error(str(exc))
     if not args.resume:
         done_path.unlink(missing_ok=True)
     started = time.perf_counter()
@@ -253,7 +256,7 @@ def finished_points(path: Path, settings: dict[str, int]) -> pd.DataFrame:
     for key, value in settings.items():
         same &= done[key].to_numpy() == value
     if not same.all():
-        raise SystemExit(
+        raise ValueError(
             f"--resume: {path} was made with other settings; remove it or match "
             f"--nodes/--batches/--repeats ({settings})"
         )

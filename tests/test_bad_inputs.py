@@ -132,6 +132,10 @@ BENCH_CASES: list[tuple[list[str], str]] = [
     (["plan_time.py", "--repeats", "2.0"], "--repeats"),
     (["model_speed.py", "--models", "zz"], "--models"),
     (["paper_figures.py", "--only", "zz"], "--only"),
+    (["crossover.py", "--workloads", "zz"], "--workloads"),
+    (["crossover.py", "--repeats", "2"], "--repeats"),
+    (["crossover.py", "--skews", "9"], "zipf_s"),
+    (["crossover.py", "--loads", "0"], "--loads"),
     (["generate.py", "--only", "zz"], "--only"),
 ]
 
