@@ -141,6 +141,17 @@ def record_group(folder: Path, pgid: int) -> Path:
     return path
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is still there."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_orphaned_groups(folder: Path) -> list[int]:
     """Stop process groups whose owning command is gone (SIGTERM, then SIGKILL after 10 s)."""
     import signal
@@ -160,8 +171,10 @@ def stop_orphaned_groups(folder: Path) -> list[int]:
                     os.killpg(pgid, sig)
                 except ProcessLookupError:
                     break
+                # the whole group, not its leader: a leader that exits on SIGTERM first
+                # would leave its JVMs running past the wait
                 deadline = time.monotonic() + wait_s
-                while time.monotonic() < deadline and _start_ticks(pgid) is not None:
+                while time.monotonic() < deadline and _group_alive(pgid):
                     time.sleep(0.2)
             stopped.append(pgid)
         path.unlink(missing_ok=True)
