@@ -37,7 +37,7 @@ import pandas as pd
 from balancebench.experiment import LoadedCell, report_run
 from balancebench.params import validate_params
 from balancebench.schema import positive_int
-from balancebench.sweep import repetition_stats
+from balancebench.sweep import repetition_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The figure's grid: strategies per workload, skews and loads (tuples per node and batch).
@@ -181,21 +181,17 @@ def main() -> None:
     if not args.resume:
         done_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    point_keys = ["workload", "zipf_s", "load_per_node"]
-    wall_before = (
-        float(done.drop_duplicates(point_keys)["point_wall_s"].sum()) if len(done) else 0.0
+    kept = (
+        done.drop_duplicates(["workload", "zipf_s", "load_per_node"])
+        if len(done)
+        else pd.DataFrame(columns=["workload", "zipf_s", "load_per_node", "point_wall_s"])
     )
-    rows = [] if done.empty else done.to_dict("records")
+    kept_points = set(kept[["workload", "zipf_s", "load_per_node"]].itertuples(index=False))
+    wall_before = float(kept["point_wall_s"].sum())
+    rows = done.to_dict("records")
     for k, ((workload, skew, load), params) in enumerate(points.items(), 1):
         names = params["strategies"]
-        if (
-            not done.empty
-            and (
-                (done["workload"] == workload)
-                & (done["zipf_s"] == skew)
-                & (done["load_per_node"] == load)
-            ).any()
-        ):
+        if (workload, skew, load) in kept_points:
             print(
                 f"point {k} of {len(points)}: {workload}, s={skew}, {load:,}: kept from {done_path}"
             )
@@ -211,21 +207,20 @@ def main() -> None:
         runs = cell.side_by_side(spark, names, args.repeats, report_run(len(names) * args.repeats))
         cell.release()
         spark.stop()
-        point_rows = []
-        for name in names:
-            row: dict[str, Any] = {
+        point_wall_s = time.perf_counter() - point_started
+        point_rows = [
+            {
                 "workload": workload,
                 "zipf_s": skew,
                 "load_per_node": load,
                 "strategy": name,
                 "repetitions": len(runs[name]),
                 **settings,
-                "point_wall_s": time.perf_counter() - point_started,
+                "point_wall_s": point_wall_s,
+                **repetition_columns(runs[name], FIGURES),
             }
-            for metric in FIGURES:
-                stats = repetition_stats([r[metric] for r in runs[name]])
-                row.update({f"{metric}_{s}": v for s, v in stats.items() if s != "n"})
-            point_rows.append(row)
+            for name in names
+        ]
         # appended whole after the point: an interruption loses at most the running point
         pd.DataFrame(point_rows).to_csv(
             done_path, mode="a", header=not done_path.exists(), index=False
@@ -252,10 +247,7 @@ def finished_points(path: Path, settings: dict[str, int]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame()
     done = pd.read_csv(path)
-    same = np.ones(len(done), dtype=bool)
-    for key, value in settings.items():
-        same &= done[key].to_numpy() == value
-    if not same.all():
+    if not (done[list(settings)] == pd.Series(settings)).all(axis=None):
         raise ValueError(
             f"--resume: {path} was made with other settings; remove it or match "
             f"--nodes/--batches/--repeats ({settings})"

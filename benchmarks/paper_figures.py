@@ -156,7 +156,7 @@ def paper_000_in_session(name: str, repetitions: int) -> None:
     from balancebench.experiment import LoadedCell, report_run
     from balancebench.paper000 import draw_figure, get_figure
     from balancebench.spark.session import get_session
-    from balancebench.sweep import cell_params, cells, repetition_stats, validate_sweep_params
+    from balancebench.sweep import cell_params, cells, repetition_columns, validate_sweep_params
 
     key = name.removeprefix("000-")
     fig = get_figure(key)
@@ -198,9 +198,7 @@ def paper_000_in_session(name: str, repetitions: int) -> None:
                 "tolerance": params["tolerance"] if tolerance is None else tolerance,
                 "repetitions_finished": float(len(summaries)),
             }
-            for metric in dict.fromkeys([*fig.metrics, *COMPONENTS]):
-                stats = repetition_stats([s[metric] for s in summaries])
-                row.update({f"{metric}_{st}": v for st, v in stats.items() if st != "n"})
+            row.update(repetition_columns(summaries, dict.fromkeys([*fig.metrics, *COMPONENTS])))
             rows.append(row)
     wall = time.perf_counter() - started
     table = pd.DataFrame(rows)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -27,6 +27,8 @@ from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
 from balancebench.streams import ReplayStream, build_stream
 from balancebench.workloads import get_workload
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -287,21 +289,32 @@ class LoadedCell:
         repeats: int,
         report: Callable[[int, str, dict[str, float]], None] | None = None,
     ) -> dict[str, list[dict[str, float]]]:
-        """Every strategy of ``names`` ``repeats`` times on this loaded cell, in rotated
-        order (:func:`rotated_rounds`): each one's run summaries, in the order run.
-        ``report(i, name, summary)`` is called after run ``i`` (from 1), for progress."""
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-        for i, name in enumerate(rotated_rounds(names, repeats), 1):
-            _, summary = self.run(spark, name)
-            runs[name].append(summary)
-            if report is not None:
-                report(i, name, summary)
-        return runs
+        """Every strategy of ``names`` ``repeats`` times on this loaded cell
+        (:func:`rotated_runs`): each one's run summaries, in the order run."""
+        return rotated_runs(names, repeats, lambda name: self.run(spark, name)[1], report)
 
     def release(self) -> None:
         from balancebench.spark.engine import release_replay
 
         release_replay(self.df)
+
+
+def rotated_runs(
+    names: Sequence[str],
+    repeats: int,
+    run: Callable[[str], T],
+    report: Callable[[int, str, T], None] | None = None,
+) -> dict[str, list[T]]:
+    """``run(name)`` for every name ``repeats`` times in rotated order
+    (:func:`rotated_rounds`): each name's results, in the order run. ``report(i, name,
+    result)`` is called after run ``i`` (from 1), for progress."""
+    runs: dict[str, list[T]] = {name: [] for name in names}
+    for i, name in enumerate(rotated_rounds(names, repeats), 1):
+        result = run(name)
+        runs[name].append(result)
+        if report is not None:
+            report(i, name, result)
+    return runs
 
 
 def report_run(total: int) -> Callable[[int, str, dict[str, float]], None]:

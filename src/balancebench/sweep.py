@@ -10,6 +10,7 @@ every timed figure is reported as mean, std and a bootstrap 95% confidence inter
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import product
 from typing import Any, Final
@@ -269,3 +270,15 @@ def repetition_stats(values: list[float], seed: int = 0) -> dict[str, float]:
             )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return {"mean": mean, "std": std, "ci95_lo": lo, "ci95_hi": hi, "n": float(len(arr))}
+
+
+def repetition_columns(
+    summaries: list[dict[str, float]], metrics: Iterable[str]
+) -> dict[str, float]:
+    """Each metric's :func:`repetition_stats` over the repetitions' run summaries, as
+    table columns ``<metric>_mean``, ``_std``, ``_ci95_lo``, ``_ci95_hi``."""
+    columns = {}
+    for metric in metrics:
+        stats = repetition_stats([s[metric] for s in summaries])
+        columns.update({f"{metric}_{k}": v for k, v in stats.items() if k != "n"})
+    return columns
