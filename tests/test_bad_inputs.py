@@ -84,6 +84,24 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--spark-master", "spark://h:99999"], "spark_master"),
     (["run", "--spark-master", "yarn; rm -rf /"], "spark_master"),
     (["run", "--spark-master", "local[x]"], "spark_master"),
+    # Issue 27: silent acceptances and tracebacks found by the adversarial check.
+    (["run", "--conf", '{"n_nodes": 0, "n_nodes": 4}'], "n_nodes"),  # duplicate key
+    (["run", "--conf", '{"experiment": "abc\\n"}'], "experiment"),  # `$` let "\n" in
+    (["run", "--spark-master", "local[2]\n"], "spark_master"),
+    (["run", "--conf", '{"n_batches": 100000}'], "max_estimated_hours"),  # ~33 h of work
+    (["run", "--conf", "[" * 10_000 + "]" * 10_000], "CONF"),  # RecursionError before
+    (["run", "--conf", '{"a": "' + "x" * 1_000_001 + '"}'], "CONF"),
+    (["run-model", "--conf", '{"model": "overlay", "model": "elastic"}'], "model"),
+    (["report", "--experiment", "../../x"], "experiment"),  # answered exit 0 before
+    (["report", "--experiment", "no such experiment"], "experiment"),
+    (
+        ["generate", "zipf_stream", "--set", "n_tuples=1000", "--set", "n_tuples=2000"],
+        "n_tuples",
+    ),
+    (
+        ["run", "--conf", '{"dataset": "user_file", "user_file_path": "/proc/self/status"}'],
+        "not a regular file",  # "is empty" before
+    ),
     # balancebench run-model --conf (the model sweep Params and grid)
     (["run-model", "--conf", "null"], "CONF"),
     (["run-model", "--conf", '{"model": "nope"}'], "model"),
@@ -199,3 +217,75 @@ def test_error_messages_quote_at_most_a_short_escaped_excerpt(tmp_path, local_st
     assert "x" * 300 not in result.output
     assert "\x00" not in result.output
     assert json.dumps(result.output)  # printable
+
+
+def test_a_long_value_is_quoted_short_and_escaped(local_state):
+    """A 100 kB Param is named with a short excerpt, not echoed whole; control bytes and
+    rich markup in it reach the terminal escaped."""
+    value = "[bold]\x1b[31m" + "y" * 100_000
+    result = RUNNER.invoke(app, ["run", "--conf", json.dumps({"experiment": value})])
+    assert result.exit_code == 2, result.output
+    assert "experiment" in result.output
+    assert len(result.output) < 2000, len(result.output)
+    assert "\x1b" not in result.output  # the raw escape byte
+    assert "\\x1b" in result.output  # shown escaped
+    assert "[bold]" in result.output  # shown as text, not taken as markup
+
+
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [("{}", "not a dataset manifest"), ("[1, 2]", "not a dataset manifest"), ("\xff{", "not JSON")],
+)
+def test_validate_refuses_a_manifest_that_is_not_one(tmp_path, manifest, why):
+    (tmp_path / "manifest.json").write_bytes(manifest.encode("latin-1"))
+    result = RUNNER.invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # TypeError before
+    assert "dataset_dir" in result.output and why in result.output
+
+
+def test_generate_into_a_file_says_so_in_one_line(tmp_path, local_state):
+    """``--out`` naming a file: one line naming the path (NotADirectoryError before)."""
+    target = tmp_path / "a-file"
+    target.write_text("not a folder")
+    result = RUNNER.invoke(
+        app, ["generate", "zipf_stream", "--set", "n_tuples=1000", "--out", str(target)]
+    )
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert str(target) in result.output.replace("\n", "")
+    assert target.read_text() == "not a folder"  # nothing written over it
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("nan.parquet", "nan", "NaN"),
+        ("null.csv", b"key,v\n1,a\n,b\n", "null"),
+        ("latin1.txt", b"caf\xe9 au lait\n", "UTF-8"),
+        ("parquet.csv", "parquet", "Parquet"),
+        ("dup.csv", b"key,key\n1,2\n", "2 columns named"),
+    ],
+)
+def test_user_files_are_checked_before_the_dag_starts(tmp_path, local_state, name, content, said):
+    """Keys and content of a user file are refused by `balancebench run` at the door, in
+    seconds (45-63 s inside the DAG before), with the field named and no traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / name
+    if content == "nan":
+        pq.write_table(pa.table({"key": [1.0, float("nan")]}), path)
+    elif content == "parquet":
+        pq.write_table(pa.table({"key": [1, 2]}), path)
+    else:
+        path.write_bytes(content)
+    workload = "wordcount" if name.endswith(".txt") else "topk"
+    conf = {"dataset": "user_file", "user_file_path": str(path), "workload": workload}
+    before = _left_behind(local_state)
+    result = RUNNER.invoke(app, ["run", "--conf", json.dumps(conf)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "refused before any work" in result.output and "user_file" in result.output
+    assert said.lower() in result.output.lower(), result.output
+    assert _left_behind(local_state) == before

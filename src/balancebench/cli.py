@@ -11,15 +11,18 @@ balancebench models ; balancebench run-model [--conf JSON]   # papers 001-004 mo
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -31,25 +34,60 @@ from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.local_env import airflow_env, check_spark_master
 from balancebench.params import check_inputs, defaults, validate_params
-from balancebench.paths import datasets_dir, local_dir, results_dir, validation_dir
-from balancebench.schema import parse_json_object
+from balancebench.paths import (
+    datasets_dir,
+    local_dir,
+    results_dir,
+    storage_error,
+    validation_dir,
+)
+from balancebench.schema import parse_json_object, quoted, terminal_safe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
-console = Console()
+# soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
+console = Console(soft_wrap=True)
 DAG_ID = "balance_experiment"
 SWEEP_DAG_ID = "nightly_sweep"
 _DEFAULTS = defaults()
 
 
-def _airflow(args: list[str], spark_master: str | None = None, log: Path | None = None) -> int:
+def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``app.command`` whose storage faults (full disk, read-only ``.local``, a file where
+    a folder should be) end in one line naming the path, exit 1, no traceback."""
+
+    def register(fn: Callable[..., Any]) -> Any:
+        @functools.wraps(fn)
+        def guarded(*a: Any, **k: Any) -> Any:
+            try:
+                return fn(*a, **k)
+            except OSError as exc:
+                line = storage_error(exc)
+                if line is None:
+                    raise
+                console.print(terminal_safe(line), style="red", markup=False, highlight=False)
+                raise typer.Exit(1) from None
+
+        return app.command(*args, **kwargs)(guarded)
+
+    return register
+
+
+def _airflow(
+    args: list[str],
+    spark_master: str | None = None,
+    log: Path | None = None,
+    invocation: str | None = None,
+) -> int:
     env = {**os.environ, **airflow_env(spark_master)}
     cmd = [str(Path(sys.executable).parent / "airflow"), *args]
     if log is None:
         return subprocess.run(cmd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
-    # This process owns the runs Airflow opens (balancebench.reaper): if it dies, the next
-    # command closes them as KILLED.
+    # This process owns the runs Airflow opens (balancebench.reaper), and tags them with
+    # its invocation id: how it finds its own parent run afterwards.
     env["BALANCEBENCH_OWNER_PID"] = str(os.getpid())
+    if invocation:
+        env[reaper.INVOCATION_ENV] = invocation
     with log.open("w") as sink:
         # Its own process group: a signal to this command stops Airflow, its tasks and
         # their spark-submit processes together.
@@ -62,6 +100,15 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
             start_new_session=True,
         )
         group_file = reaper.record_group(local_dir() / "logs", proc.pid)
+        # If this command is SIGKILLed, its watchdog (own session) stops the group and
+        # closes the runs at once; it ends with this command otherwise.
+        watchdog = subprocess.Popen(
+            [sys.executable, "-m", "balancebench.reaper", str(os.getpid()), str(group_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            start_new_session=True,
+        )
         previous = {
             sig: signal.signal(sig, lambda n, _f: _stop_run(proc, n))
             for sig in (signal.SIGINT, signal.SIGTERM)
@@ -71,18 +118,21 @@ def _airflow(args: list[str], spark_master: str | None = None, log: Path | None 
             for line in proc.stdout:
                 sink.write(line)
                 if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR", "Traceback")):
-                    console.print(line.rstrip(), markup=False, highlight=False)
+                    console.print(terminal_safe(line.rstrip()), markup=False, highlight=False)
             return proc.wait()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             group_file.unlink(missing_ok=True)
+            watchdog.terminate()
+            watchdog.wait()
 
 
 def _stop_run(proc: subprocess.Popen, signum: int) -> None:
     """SIGINT/SIGTERM: stop Airflow's process group (its tasks, spark-submit and the Spark
     driver), then close the runs this command owns as KILLED, then exit."""
     name = signal.Signals(signum).name
+    signalled_ms = int(time.time() * 1000)
     console.print(f"[red]{name}[/red]: stopping the run (process group {proc.pid})")
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -92,33 +142,57 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    # Also the runs that ended FAILED since the signal: Airflow fails the task it
+    # terminates, and the closing task may then close the parent FAILED.
     closed = reaper.close_runs_of_owner(
-        tracking._mlflow(), os.getpid(), f"stopped by {name} to balancebench (pid {os.getpid()})"
+        tracking._mlflow(),
+        os.getpid(),
+        f"stopped by {name} to balancebench (pid {os.getpid()})",
+        failed_since_ms=signalled_ms,
     )
     console.print(f"closed {len(closed)} MLflow run(s) as KILLED")
     raise SystemExit(128 + signum)
 
 
-def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int, Path]:
+def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int, Path, str]:
     """Migrate the embedded Airflow DB, then ``airflow dags test DAG -c PARAMS``; returns
-    (exit code, full log). A failed migration exits here with its log named."""
+    (exit code, this run's log, this command's invocation id). The log is this run's own
+    (``.local/logs/runs/``), with ``<dag_id>-latest.log`` linking to the newest. A failed
+    migration exits here with its log named."""
     if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
         console.print(
             "[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log"
         )
         raise typer.Exit(1)
-    log = local_dir() / "logs" / f"{dag_id}-latest.log"
+    invocation = uuid.uuid4().hex
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log = local_dir() / "logs" / "runs" / f"{dag_id}-{stamp}-{invocation[:8]}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    latest = local_dir() / "logs" / f"{dag_id}-latest.log"
+    link = latest.with_name(f".{latest.name}.{invocation[:8]}")
+    link.symlink_to(log)
+    link.replace(latest)  # atomic: never a moment without the link, never a plain file
     console.print(f"running DAG {dag_id} (full log: {log})")
-    return _airflow(["dags", "test", dag_id, "-c", json.dumps(params)], spark_master, log), log
+    code = _airflow(
+        ["dags", "test", dag_id, "-c", json.dumps(params)], spark_master, log, invocation
+    )
+    if code != 0:
+        # A step that failed before it could close its runs: close them with the cause.
+        with contextlib.suppress(Exception):  # the store itself may be what failed
+            reaper.close_runs_of_owner(
+                tracking._mlflow(), os.getpid(), _first_error(log), status="FAILED"
+            )
+    return code, log, invocation
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def airflow(ctx: typer.Context) -> None:
     """Run ``airflow`` with the embedded environment (``.local/airflow``, SQLite)."""
     raise typer.Exit(_airflow(list(ctx.args)))
 
 
-@app.command()
+@_command()
 def run(
     conf: str = typer.Option("{}", help="DAG Params as JSON, e.g. '{\"zipf_s\": 1.2}'"),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
@@ -131,14 +205,23 @@ def run(
         return params
 
     params = _at_the_door(check, spark_master)
-    started_ms = int(time.time() * 1000)
-    code, log = _dags_test(DAG_ID, params, spark_master)
-    # The parent run this command opened: never another (older) run's table.
-    parent = tracking.parent_run_since(params["experiment"], DAG_ID, started_ms)
+    code, log, invocation = _dags_test(DAG_ID, params, spark_master)
+    # The parent run this command opened: never another run's table.
+    parent = _own_parent(params["experiment"], invocation, "parent", log)
     shown = _run_report(params["experiment"], parent) if parent else False
     if code != 0 or not shown:
         what = f"parent run {parent}" if parent else "no parent run was opened"
         _failed("DAG run failed", what, log)
+
+
+def _own_parent(experiment: str, invocation: str, role: str, log: Path) -> str | None:
+    """The parent run this command's DAG run opened, or None; a store that cannot be read
+    ends the command with that cause (not "no parent run was opened")."""
+    try:
+        return tracking.parent_run_of_invocation(experiment, invocation, role)
+    except Exception as exc:  # SQLAlchemy/MLflow errors of a broken store
+        cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _failed("DAG run failed", f"the MLflow store cannot be read: {cause}", log)
 
 
 def _at_the_door(check: Callable[[], dict], spark_master: str | None) -> dict:
@@ -148,19 +231,21 @@ def _at_the_door(check: Callable[[], dict], spark_master: str | None) -> dict:
         if spark_master is not None:
             check_spark_master(spark_master)
     except ValueError as exc:
-        console.print(f"[red]refused before any work:[/red] {escape(str(exc))}")
+        console.print(f"[red]refused before any work:[/red] {escape(terminal_safe(str(exc)))}")
         raise typer.Exit(2) from exc
     return params
 
 
 def _failed(headline: str, what: str, log: Path) -> NoReturn:
     """The run this command started failed: say which, its first error and the log."""
-    console.print(f"[red]{headline}[/red] ({what}); first error: {escape(_first_error(log))}")
+    console.print(
+        f"[red]{headline}[/red] ({escape(what)}); first error: {escape(_first_error(log))}"
+    )
     console.print(f"full log: {log}", markup=False)
     raise typer.Exit(1)
 
 
-@app.command()
+@_command()
 def figure(
     key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b, 7 or 8"),
     conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
@@ -174,9 +259,8 @@ def figure(
         lambda: validate_sweep_params({**parse_json_object(conf, "CONF"), "figure": key}),
         spark_master,
     )
-    started_ms = int(time.time() * 1000)
-    code, log = _dags_test(SWEEP_DAG_ID, params, spark_master)
-    parent = tracking.parent_run_since(params["experiment"], SWEEP_DAG_ID, started_ms, "sweep")
+    code, log, invocation = _dags_test(SWEEP_DAG_ID, params, spark_master)
+    parent = _own_parent(params["experiment"], invocation, "sweep", log)
     shown = _sweep_report(parent) if parent else False
     drawn = tracking._mlflow().get_run(parent).data.tags.get("figure_path") if parent else None
     if drawn:
@@ -186,16 +270,33 @@ def figure(
         _failed(f"figure {escape(key)} failed", what, log)
 
 
+#: A log line that names a root cause, and how to say it in one line: searched before
+#: the generic failure marks, so "Task failed with exception" does not hide a full disk.
+ROOT_CAUSES = (
+    ("No space left on device", "no space left on device"),
+    ("Read-only file system", "a file system is read-only"),
+    ("readonly database", "the MLflow store is read-only (attempt to write a readonly database)"),
+    ("Permission denied", "permission denied"),
+    ("no such table", "the MLflow store was replaced or emptied mid-run (no such table)"),
+)
+
+
 def _first_error(log: Path) -> str:
-    """The first line of the log that names a failure (task and error), shortened."""
+    """The first root cause the log names (full disk, read-only store, ...), else its
+    first line that names a failure (task and error); escaped and shortened."""
     marks = ("AirflowFailException", "Task failed", "ValueError", "Error:", "ERROR")
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
+    for needle, cause in ROOT_CAUSES:
+        for line in lines:
+            if needle in line:
+                path = re.search(r"'(/[^']{1,300})'", line)  # the file it names, if any
+                return cause + (f": {path.group(1)}" if path else "")
     for line in lines:
         if any(m in line for m in marks):
-            return line.strip()[:400]
+            return terminal_safe(line.strip(), 400)
     return "(none found in the log)"
 
 
@@ -220,7 +321,7 @@ def _sweep_report(sweep: str) -> bool:
     return run.info.status == "FINISHED" and page.exists()
 
 
-@app.command()
+@_command()
 def report(
     experiment: str = typer.Option("balancebench", help="MLflow experiment"),
     parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
@@ -238,10 +339,17 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     calling the ``report`` command from Python would pass typer's option objects for
     every argument left out."""
     if parent is None:
+        if tracking._mlflow().get_experiment_by_name(experiment) is None:
+            console.print(
+                f"[red]experiment: no experiment {escape(quoted(experiment))}[/red] in "
+                f"{tracking.tracking_uri()}",
+                highlight=False,
+            )
+            raise typer.Exit(2)
         latest = tracking.latest_parent_run(experiment)
         if latest is None:
-            console.print(f"no runs in experiment {experiment!r} yet")
-            return False
+            console.print(f"no runs in experiment {escape(quoted(experiment))} yet")
+            raise typer.Exit(1)
         parent = latest["run_id"]
     try:
         parent_run = tracking._mlflow().get_run(parent)
@@ -281,7 +389,7 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-@app.command()
+@_command()
 def strategies() -> None:
     """List the strategies, what they implement, and their own Params."""
     from balancebench.strategies import STRATEGIES, strategy_param_name
@@ -304,15 +412,17 @@ def _parse_settings(pairs: list[str]) -> dict[str, object]:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
-            raise ValueError(f"--set: expected NAME=VALUE, got {pair!r}")
+            raise ValueError(f"--set: expected NAME=VALUE, got {quoted(pair)}")
+        if name in out:
+            raise ValueError(f"--set: {quoted(name)} is given twice; give each Param once")
         try:
-            out[name] = json.loads(text)
-        except json.JSONDecodeError:
+            out[name] = parse_json_object(f'{{"v": {text}}}', "--set")["v"] if text else text
+        except ValueError:
             out[name] = text
     return out
 
 
-@app.command()
+@_command()
 def generate(
     dataset: str = typer.Argument("zipf_stream", help="Generator (see `balancebench datasets`)"),
     set_: list[str] = typer.Option([], "--set", help="A dataset Param, NAME=VALUE (repeatable)"),
@@ -325,7 +435,7 @@ def generate(
     try:
         folder, manifest = generate_dataset(dataset, out or datasets_dir(), _parse_settings(set_))
     except (ValueError, FileNotFoundError) as exc:
-        console.print(str(exc), style="red", markup=False, highlight=False)
+        console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
         raise typer.Exit(2) from exc
     rows = ", ".join(f"{t} {f['rows']}" for t, f in manifest.tables.items())
     print(f"{folder}  rows: {rows}  {manifest.digest}  ({manifest.generate_s:.1f} s)")
@@ -333,7 +443,7 @@ def generate(
         validate(folder, zipf_fit_tolerance=_DEFAULTS["zipf_fit_tolerance"])
 
 
-@app.command()
+@_command()
 def datasets() -> None:
     """List the dataset generators and their Params."""
     from balancebench.generators import DATASET_PARAMS, GENERATORS
@@ -347,7 +457,7 @@ def datasets() -> None:
     console.print(table)
 
 
-@app.command()
+@_command()
 def validate(
     dataset_dir: Path,
     zipf_fit_tolerance: float = typer.Option(_DEFAULTS["zipf_fit_tolerance"]),
@@ -362,13 +472,13 @@ def validate(
             {"zipf_fit_tolerance": zipf_fit_tolerance},
         )
     except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]refused:[/red] {escape(str(exc))}")
+        console.print(f"[red]refused:[/red] {escape(terminal_safe(str(exc)))}")
         raise typer.Exit(2) from exc
     console.print(report_.message(), markup=False)
     raise typer.Exit(0 if report_.success else 1)
 
 
-@app.command()
+@_command()
 def models() -> None:
     """List the paper 001-004 models, their strategies and Params."""
     from balancebench.models import MODELS, get_model
@@ -387,7 +497,7 @@ def models() -> None:
     console.print(table)
 
 
-@app.command("run-model")
+@_command("run-model")
 def run_model(
     conf: str = typer.Option("{}", help='Params as JSON, e.g. \'{"model": "overlay"}\''),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
@@ -398,9 +508,8 @@ def run_model(
     params = _at_the_door(
         lambda: validate_model_params(parse_json_object(conf, "CONF")), spark_master
     )
-    started_ms = int(time.time() * 1000)
-    code, log = _dags_test("model_experiment", params, spark_master)
-    parent = tracking.parent_run_since(params["experiment"], "model_experiment", started_ms)
+    code, log, invocation = _dags_test("model_experiment", params, spark_master)
+    parent = _own_parent(params["experiment"], invocation, "parent", log)
     if parent is None:
         _failed("DAG run failed", "no parent run was opened", log)
     status = tracking._mlflow().get_run(parent).info.status

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from balancebench.paths import local_dir, source_root
+from balancebench.schema import quoted
 from balancebench.tracking import tracking_uri
 
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -27,11 +28,11 @@ _MASTER = re.compile(
 def check_spark_master(master: str) -> str:
     """``master`` if it is ``local``, ``local[N]``, ``local[*]`` or ``spark://host[:port]``
     (port 1-65535), else ``ValueError`` naming the field and the allowed forms."""
-    found = _MASTER.match(master or "")
+    found = _MASTER.fullmatch(master or "")  # not match: `$` lets a trailing newline in
     port = found.group("port") if found else None
     if not found or (port is not None and not 1 <= int(port) <= 65535):
         raise ValueError(
-            f"spark_master: {master!r} is not a Spark master URL; allowed: local, local[N], "
+            f"spark_master: {quoted(master)} is not a Spark master URL; allowed: local, local[N], "
             "local[*] or spark://host:port (port 1-65535)"
         )
     return master

@@ -80,6 +80,16 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "title": "Micro-batches",
         "description": "The stream is replayed in this many equal event-time windows.",
     },
+    "max_estimated_hours": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 168,
+        "default": 2.0,
+        "title": "Most hours a run may take",
+        "description": "A run whose estimated time on this machine (strategies x batches x "
+        "tuples, see balancebench.params.estimate_run_s) is above this is refused before it "
+        "starts, with the estimate. Raise it for a long run on purpose.",
+    },
     "warmup_batches": {
         "type": "integer",
         "minimum": 0,
@@ -258,7 +268,40 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
         STRATEGIES[name].check_n_nodes(params["n_nodes"], strategy_settings(name, params))
         if params["node_capacity_state_tuples"] is not None:
             check_scale_out(name, workload.operator)
+    check_work(params)
     return params
+
+
+#: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-26):
+#: a default run's child lasts ~35 s per strategy, ~14 s of it over 6 batches of 750k
+#: tuples (2.3 s a batch), the rest spark-submit, session, load, warm-up and oracle; a
+#: small batch still costs ~0.4 s (its Spark jobs and the oracle's).
+RUN_FIXED_S = 30.0
+BATCH_FIXED_S = 0.4
+TUPLE_S = 2.5e-6
+
+
+def estimate_run_s(params: dict[str, Any]) -> float:
+    """Seconds a ``balance_experiment`` run of these Params takes here, roughly (within
+    about x2): per strategy, a fixed start plus per batch a fixed cost plus per tuple
+    (``n_tuples``; a user file's length is not known before it is read)."""
+    tuples = 0 if params["dataset"] == "user_file" else params["n_tuples"]
+    per_strategy = RUN_FIXED_S + params["n_batches"] * BATCH_FIXED_S + tuples * TUPLE_S
+    return len(params["strategies"]) * per_strategy
+
+
+def check_work(params: dict[str, Any]) -> None:
+    """Refuse a run estimated above ``max_estimated_hours``, naming the estimate and the
+    Params that set it."""
+    hours = estimate_run_s(params) / 3600
+    if hours > params["max_estimated_hours"]:
+        raise ValueError(
+            f"n_batches: {params['n_batches']:,} micro-batches of {params['n_tuples']:,} "
+            f"tuples x {len(params['strategies'])} strategies would take about {hours:.1f} h "
+            f"here; allowed: at most max_estimated_hours = {params['max_estimated_hours']:g} h. "
+            "Lower n_batches, n_tuples or the strategies, or raise max_estimated_hours "
+            "(up to 168) for a long run on purpose"
+        )
 
 
 def check_inputs(params: dict[str, Any]) -> None:
@@ -270,6 +313,10 @@ def check_inputs(params: dict[str, Any]) -> None:
 
 
 # ---- what applies to what (trigger-form sections, the Params a child run carries) ----
+
+#: Params that guard a run without changing it: not part of what a run carries (nor of
+#: a sweep cell's key, so raising one keeps the cell's history comparable).
+GUARD_ONLY = ("max_estimated_hours",)
 
 #: Params that only some workloads read.
 WORKLOAD_ONLY: dict[str, tuple[str, ...]] = {
@@ -304,6 +351,8 @@ def applicable_params(params: dict[str, Any], strategies: list[str]) -> dict[str
     reads = set(GENERATORS[dataset].params) if dataset in GENERATORS else set(DATASET_PARAMS)
     out = {}
     for name, value in params.items():
+        if name in GUARD_ONLY:
+            continue
         if name in _STRATEGY_PARAMS and _STRATEGY_PARAMS[name] not in strategies:
             continue
         if name in DATASET_PARAMS and name not in reads:

@@ -53,3 +53,23 @@ def expectations_dir() -> Path:
 
 def reports_dir() -> Path:
     return local_dir() / "reports"
+
+
+def storage_error(exc: OSError) -> str | None:
+    """One line for a storage fault a user can act on (a full disk, a read-only or
+    unwritable folder, a path where a folder should be), naming the path; None for any
+    other error."""
+    import errno
+
+    path = exc.filename or local_dir()
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {path} (the file system is full); free space and re-run"
+    if exc.errno == errno.EROFS:
+        return f"{path} is read-only (a read-only file system); make it writable and re-run"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{path} is read-only for this user (permission denied)"
+    if exc.errno == errno.ENOTDIR:
+        return f"{path}: a part of this path is a file, where a folder is needed"
+    if exc.errno == errno.EEXIST:
+        return f"{path} already exists and is not a folder"
+    return None

@@ -1,23 +1,63 @@
-"""The steps of the ``balance_experiment`` DAG as plain functions (no Airflow import).
+"""The steps of the four DAGs (``balance_experiment``, ``generate_dataset``,
+``model_experiment``, ``nightly_sweep``) as plain functions (no Airflow import).
 
-``dags/balance_experiment.py`` only wires these together; each is testable without
-Airflow. Data passed between steps is a small JSON-able dict (an Airflow XCom).
+The DAG files only wire these together; each is testable without Airflow. Data passed
+between steps is a small JSON-able dict (an Airflow XCom). A step that raises closes the
+runs of its DAG run still RUNNING as FAILED with the cause (``ends_runs_on_failure``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from balancebench import reaper, tracking
 from balancebench.compare import SERIES, comparison_figure, comparison_table, winners
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params
 from balancebench.params import applicable_params, validate_dataset_params, validate_params
-from balancebench.paths import datasets_dir, results_dir, validation_dir
+from balancebench.paths import datasets_dir, results_dir, storage_error, validation_dir
+from balancebench.schema import terminal_safe
 from balancebench.validation import ValidationReport, validate_dataset
 
+Step = TypeVar("Step", bound=Callable[..., Any])
 
+
+def failure_cause(exc: BaseException) -> str:
+    """The first line of an exception, as a run's failure reason: a storage fault in
+    words (``no space left on <path>``), else ``<type>: <first line>``, shortened."""
+    if isinstance(exc, OSError) and (line := storage_error(exc)):
+        return line
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return terminal_safe(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 300)
+
+
+def ends_runs_on_failure(step: Step) -> Step:
+    """A step that raises closes the runs of its DAG run that are still RUNNING as
+    FAILED, with the first line of the real cause, then re-raises: no run is left
+    RUNNING for the next command to close with a guessed reason. The DAG run is
+    ``(dag_id, run_id)`` from the step's arguments (a generate step) or from the
+    ``generated`` dict it receives."""
+
+    @functools.wraps(step)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return step(*args, **kwargs)
+        except Exception as exc:
+            found = [a for a in args if isinstance(a, dict) and "run_id" in a]
+            ids = (found[0]["dag_id"], found[0]["run_id"]) if found else args[1:3]
+            if len(ids) == 2 and all(isinstance(i, str) for i in ids):
+                with contextlib.suppress(Exception):  # the store may be what failed
+                    tracking.fail_runs_of_dag_run(ids[0], ids[1], failure_cause(exc))
+            raise
+
+    return guarded  # type: ignore[return-value]
+
+
+@ends_runs_on_failure
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
     p = validate_params(params)  # also checks the (workload, dataset, strategies) choice
@@ -73,6 +113,7 @@ def _open_parent(
     return Path(dataset_dir), manifest, parent
 
 
+@ends_runs_on_failure
 def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """The ``generate_dataset`` DAG's first step: check Params, write (or reuse) the
     dataset, and open an MLflow run (role ``dataset``) carrying its params and manifest."""
@@ -88,9 +129,12 @@ def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> d
         "rows": {t: f["rows"] for t, f in manifest.tables.items()},
         "mlflow_run_id": run,
         "params": p,
+        "dag_id": dag_id,
+        "run_id": run_id,
     }
 
 
+@ends_runs_on_failure
 def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
     """GX suites of a generated dataset; result and outcome logged to its MLflow run,
     which ends FINISHED or FAILED."""
@@ -105,6 +149,7 @@ def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
     return report
 
 
+@ends_runs_on_failure
 def validate_step(generated: dict[str, Any]) -> ValidationReport:
     """Run the GX suites; the full result goes to ``.local/validation`` and to MLflow."""
     parent = generated["parent_run_id"]
@@ -139,6 +184,7 @@ def submit_args(generated: dict[str, Any], concurrency: int = 1) -> list[dict[st
     ]
 
 
+@ends_runs_on_failure
 def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     """Log the comparison table (CSV) and figure (PNG) to the parent and close it.
 
@@ -212,6 +258,7 @@ def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[flo
 # ---- model_experiment DAG (papers 001-004 models) ------------------------------------
 
 
+@ends_runs_on_failure
 def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the sweep Params, write (or reuse) the model's dataset, open the parent run."""
     from balancebench.models import get_model
@@ -245,6 +292,7 @@ def model_submit_args(generated: dict[str, Any]) -> list[str]:
     ).to_args()
 
 
+@ends_runs_on_failure
 def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     """Close the parent: FINISHED when every (strategy, point) has a finished child."""
     parent = generated["parent_run_id"]
@@ -272,6 +320,7 @@ CELL_TAG, SWEEP_TAG, CELL_KEY_TAG = (
 )
 
 
+@ends_runs_on_failure
 def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the sweep, write (or reuse) one dataset per (dataset, zipf_s) of the grid and
     open the sweep's MLflow parent run (role ``sweep``)."""
@@ -330,6 +379,7 @@ def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
     return [f"{axis} {grid[axis]}" for axis in axes if axis in grid]
 
 
+@ends_runs_on_failure
 def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
     """The GX suites of every dataset of the sweep; the first failure stops the sweep."""
     parent = generated["parent_run_id"]
@@ -351,6 +401,7 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
     return report
 
 
+@ends_runs_on_failure
 def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
     """Open one MLflow run per cell (child of the sweep) and return one spark-submit per
     (cell, repetition): the same ``RunSpec`` as ``balance_experiment``'s, its run a child
@@ -435,6 +486,7 @@ def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
     )
 
 
+@ends_runs_on_failure
 def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     """Per cell: mean, std and bootstrap CI of every headline figure over its finished
     repetitions (on the cell's run); the regression check against the cell's history

@@ -24,6 +24,8 @@ from typing import Any
 
 OWNER_TAG = "balancebench.owner"
 REASON_TAG = "balancebench.killed_reason"
+INVOCATION_TAG = "balancebench.invocation"
+INVOCATION_ENV = "BALANCEBENCH_INVOCATION"
 TMP_DIR = re.compile(r"^\..+\.(tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
 
 
@@ -35,6 +37,16 @@ def _start_ticks(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _running_ticks(pid: int) -> str | None:
+    """``_start_ticks`` of a process that still runs: a zombie (ended, not yet reaped by
+    its parent) has ended, and its runs with it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    return None if state == "Z" else _start_ticks(pid)
 
 
 def current_owner() -> dict[str, Any] | None:
@@ -56,8 +68,15 @@ def current_owner() -> dict[str, Any] | None:
 
 
 def owner_tags() -> dict[str, str]:
+    """The owner tag, and the invocation tag when a ``balancebench`` command started the
+    run (``BALANCEBENCH_INVOCATION``): how that command finds *its* parent run, never
+    another command's that started at the same time."""
     owner = current_owner()
-    return {OWNER_TAG: json.dumps(owner, sort_keys=True)} if owner else {}
+    tags = {OWNER_TAG: json.dumps(owner, sort_keys=True)} if owner else {}
+    invocation = os.environ.get(INVOCATION_ENV)
+    if invocation:
+        tags[INVOCATION_TAG] = invocation
+    return tags
 
 
 def owner_alive(text: str) -> bool:
@@ -66,28 +85,44 @@ def owner_alive(text: str) -> bool:
         owner = json.loads(text)
         if owner["host"] != socket.gethostname():
             return True
-        return _start_ticks(int(owner["pid"])) == str(owner["start"])
+        return _running_ticks(int(owner["pid"])) == str(owner["start"])
     except (ValueError, KeyError, TypeError):
         return True  # unreadable: never kill what we cannot judge
 
 
-def _close_running(mlflow: Any, reason_for: Callable[[str], str | None]) -> list[str]:
-    """Close as KILLED every RUNNING run for whose owner tag ``reason_for`` gives a
-    reason (None: leave it); returns their ids."""
+def _close_running(
+    mlflow: Any,
+    reason_for: Callable[[str], str | None],
+    status: str = "KILLED",
+    failed_since_ms: int | None = None,
+) -> list[str]:
+    """Close as ``status`` every RUNNING run for whose owner tag ``reason_for`` gives a
+    reason (None: leave it); returns their ids. With ``failed_since_ms``, runs that ended
+    FAILED at or after it are closed again: a step that failed *because* the run was
+    being stopped (Airflow fails the task it is terminating, and a closing task with
+    ``trigger_rule="all_done"`` may then close the parent FAILED) did not fail."""
     client = mlflow.MlflowClient()
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
         return []
+    wheres = ["attributes.status = 'RUNNING'"]  # MLflow's filter has no OR
+    if failed_since_ms is not None:
+        wheres.append(
+            f"attributes.status = 'FAILED' AND attributes.end_time >= {int(failed_since_ms)}"
+        )
+    found = [
+        run
+        for where in wheres
+        for run in client.search_runs(experiments, filter_string=where, max_results=5000)
+    ]
     closed = []
-    for run in client.search_runs(
-        experiments, filter_string="attributes.status = 'RUNNING'", max_results=5000
-    ):
+    for run in found:
         owner = run.data.tags.get(OWNER_TAG)
         reason = None if owner is None else reason_for(owner)
         if reason is None:
             continue
         client.set_tag(run.info.run_id, REASON_TAG, reason)
-        client.set_terminated(run.info.run_id, status="KILLED")
+        client.set_terminated(run.info.run_id, status=status)
         closed.append(run.info.run_id)
     return closed
 
@@ -106,8 +141,16 @@ def close_orphaned_runs(mlflow: Any, why: str) -> list[str]:
     return _close_running(mlflow, reason)
 
 
-def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
-    """Close every RUNNING run owned by ``pid`` as KILLED (a run stopped by a signal)."""
+def close_runs_of_owner(
+    mlflow: Any,
+    pid: int,
+    why: str,
+    status: str = "KILLED",
+    failed_since_ms: int | None = None,
+) -> list[str]:
+    """Close every RUNNING run owned by ``pid`` as ``status`` (KILLED: a run stopped by a
+    signal; FAILED: a command whose DAG run failed and left them open). With
+    ``failed_since_ms`` also the runs that ended FAILED since then (see ``_close_running``)."""
 
     def reason(owner: str) -> str | None:
         try:
@@ -115,7 +158,7 @@ def close_runs_of_owner(mlflow: Any, pid: int, why: str) -> list[str]:
         except (ValueError, KeyError, TypeError):
             return None
 
-    return _close_running(mlflow, reason)
+    return _close_running(mlflow, reason, status, failed_since_ms)
 
 
 def remove_orphaned_folders(root: Path) -> list[Path]:
@@ -152,30 +195,72 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def stop_orphaned_groups(folder: Path) -> list[int]:
-    """Stop process groups whose owning command is gone (SIGTERM, then SIGKILL after 10 s)."""
+def _stop_recorded_group(path: Path) -> int | None:
+    """Stop the process group a record names if its owner is gone (SIGTERM, then SIGKILL
+    after 10 s) and drop the record; returns the group id it stopped."""
     import signal
 
-    stopped = []
-    for path in sorted(folder.glob("group-*.json")) if folder.exists() else []:
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if owner_alive(json.dumps(info["owner"])):
-            continue
-        pgid = int(info["pgid"])
-        if _start_ticks(pgid) == info.get("start"):  # the same group leader, not a reuse
-            for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(pgid, sig)
-                except ProcessLookupError:
-                    break
-                # the whole group, not its leader: a leader that exits on SIGTERM first
-                # would leave its JVMs running past the wait
-                deadline = time.monotonic() + wait_s
-                while time.monotonic() < deadline and _group_alive(pgid):
-                    time.sleep(0.2)
-            stopped.append(pgid)
-        path.unlink(missing_ok=True)
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if owner_alive(json.dumps(info["owner"])):
+        return None
+    pgid = int(info["pgid"])
+    stopped = None
+    if _start_ticks(pgid) == info.get("start"):  # the same group leader, not a reuse
+        for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            # the whole group, not its leader: a leader that exits on SIGTERM first
+            # would leave its JVMs running past the wait
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and _group_alive(pgid):
+                time.sleep(0.2)
+        stopped = pgid
+    path.unlink(missing_ok=True)
     return stopped
+
+
+def stop_orphaned_groups(folder: Path) -> list[int]:
+    """Stop process groups whose owning command is gone (SIGTERM, then SIGKILL after 10 s)."""
+    found = sorted(folder.glob("group-*.json")) if folder.exists() else []
+    return [pgid for path in found if (pgid := _stop_recorded_group(path)) is not None]
+
+
+def watch(owner_pid: int, group_record: Path) -> None:
+    """The watchdog of one ``balancebench`` command (its own session, so a signal to the
+    command's group does not reach it): block until the command's process ends; if it
+    ended without dropping its group record (SIGKILL, a crash), stop the group it owned
+    (Airflow, its tasks, spark-submit, the Spark driver) and close its runs as KILLED, at
+    once rather than at the next command. A command that ends normally drops the record
+    and stops its watchdog."""
+    import select
+
+    try:
+        fd = os.pidfd_open(owner_pid)
+    except ProcessLookupError:
+        fd = None  # already gone
+    if fd is not None:
+        select.select([fd], [], [])
+        os.close(fd)
+    if not group_record.exists():
+        return
+    _stop_recorded_group(group_record)
+    from balancebench import tracking
+
+    close_runs_of_owner(
+        tracking._mlflow(),
+        owner_pid,
+        f"its owner, balancebench command pid {owner_pid}, ended without closing it (killed "
+        f"by SIGKILL or a crash); its watchdog stopped the run's processes and closed it at "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+    )
+
+
+if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECORD
+    import sys
+
+    watch(int(sys.argv[1]), Path(sys.argv[2]))

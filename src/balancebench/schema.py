@@ -12,9 +12,10 @@ import argparse
 import copy
 import json
 import math
+import re
 from typing import Any
 
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, ValidationError, validators
 
 
 def _is_integer(_checker: Any, value: Any) -> bool:
@@ -28,9 +29,25 @@ def _is_number(_checker: Any, value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-#: Draft 2020-12 with strict integers and finite numbers.
+def _whole_pattern(_validator: Any, pattern: str, instance: Any, _schema: Any) -> Any:
+    # JSON schema's ``pattern`` is a search, and Python's ``$`` also matches before a final
+    # newline: "abc\n" would pass ``^[a-z]+$`` and become a folder named "abc\n". The
+    # whole value must match (the pattern stays valid for the trigger form's JavaScript).
+    if isinstance(instance, str) and re.fullmatch(pattern, instance) is None:
+        yield ValidationError(f"{quoted(instance)} does not match {pattern!r}")
+
+
+def _too_long(_validator: Any, limit: int, instance: Any, _schema: Any) -> Any:
+    # jsonschema's own message repeats the whole value (a 100 kB string, 100 kB of error).
+    if isinstance(instance, str) and len(instance) > limit:
+        yield ValidationError(f"{quoted(instance)} is {len(instance):,} characters long")
+
+
+#: Draft 2020-12 with strict integers, finite numbers, whole-value patterns and short
+#: messages.
 StrictValidator = validators.extend(
     Draft202012Validator,
+    validators={"pattern": _whole_pattern, "maxLength": _too_long},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_integer, "number": _is_number}
     ),
@@ -38,6 +55,35 @@ StrictValidator = validators.extend(
 
 #: What a name used for a folder or an MLflow experiment may look like (not a path).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.,:+=@-]*$"
+
+
+#: How many characters of a user's value an error message quotes.
+QUOTE_CHARS = 80
+
+
+def _escaped(text: str) -> str:
+    """Every non-printable character as its Python escape (``\\x1b``, ``\\u202e``)."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A user's value as an error message may quote it: ``repr``-style quotes, control
+    and non-printable characters escaped (``\\x00``, ``\\x1b``, ``\\u202e``), at most
+    ``limit`` characters of it, and the length of what was cut. A terminal shows it as
+    is: no raw bytes, no markup, never a whole line of a file."""
+    text = value if isinstance(value, str) else str(value)
+    cut = len(text) - limit
+    shown = text[:limit] if cut > 0 else text
+    out = "'" + _escaped(shown).replace("'", "\\'") + "'"
+    return out + (f" (+{cut:,} more characters)" if cut > 0 else "")
+
+
+def terminal_safe(message: str, limit: int = 2000) -> str:
+    """A whole message made safe for a terminal: control characters escaped (a newline
+    kept), at most ``limit`` characters. The last net under messages built elsewhere
+    (a library's exception text)."""
+    text = "\n".join(_escaped(line) for line in message.splitlines())
+    return text if len(text) <= limit else text[:limit] + f" … (+{len(text) - limit:,} characters)"
 
 
 def _no_constant(name: str) -> Any:
@@ -57,11 +103,58 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: Bounds on a user's JSON text (a CONF): its size and how deep it nests. The largest
+#: real CONF (a sweep grid) is a few kB and 3 levels deep.
+MAX_JSON_CHARS = 1_000_000
+MAX_JSON_DEPTH = 20
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of a repeated key: {"n_nodes": 0, "n_nodes": 4} would run
+    # with 4 and never say that 0 was given.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {quoted(key)} is given twice; give each Param once")
+        out[key] = value
+    return out
+
+
+def _json_depth(text: str) -> int:
+    """How deep brackets nest in JSON text (brackets inside strings skipped), found
+    without parsing: a CONF nested 10,000 deep would overflow the parser's recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_json_object(text: str, what: str = "CONF") -> dict[str, Any]:
-    """A JSON object from user text (``CONF``, ``--conf``): NaN/Infinity and anything
-    that is not an object are refused with ``ValueError`` naming ``what``."""
+    """A JSON object from user text (``CONF``, ``--conf``): NaN/Infinity, a repeated key,
+    more than ``MAX_JSON_CHARS`` characters or ``MAX_JSON_DEPTH`` levels of nesting, and
+    anything that is not an object are refused with ``ValueError`` naming ``what``."""
+    text = text or "{}"
+    if len(text) > MAX_JSON_CHARS:
+        raise ValueError(f"{what}: {len(text):,} characters; allowed: at most {MAX_JSON_CHARS:,}")
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{what}: nested {depth:,} levels deep; allowed: at most {MAX_JSON_DEPTH}")
     try:
-        value = json.loads(text or "{}", parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what}: not valid JSON ({exc.msg} at character {exc.pos})") from None
     except ValueError as exc:
@@ -177,13 +270,18 @@ def check_values(
     )
     lines = []
     if unknown:
-        lines.append(f"unknown {what} {unknown}; allowed: {sorted(properties)}")
+        names = ", ".join(quoted(name) for name in unknown[:10])
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        lines.append(f"unknown {what} [{names}{more}]; allowed: {sorted(properties)}")
     for err in sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path)):
         path = [str(p) for p in err.absolute_path]
         field = ".".join(path) or what
         spec = properties.get(path[0], {}) if path else {}
         allowed = _allowed(spec)
-        lines.append(f"{field}: {err.message}" + (f" (allowed: {allowed})" if allowed else ""))
+        message = err.message
+        if isinstance(err.instance, str):  # the value as quoted() shows it, not repr()
+            message = message.replace(repr(err.instance), quoted(err.instance))
+        lines.append(f"{field}: {message}" + (f" (allowed: {allowed})" if allowed else ""))
     if lines:
         raise ValueError(f"invalid {what}: " + "; ".join(lines))
     return merged

@@ -245,6 +245,31 @@ def end_run(run_id: str, status: str, note: str | None = None) -> None:
     client.set_terminated(run_id, status=status)
 
 
+FAILURE_TAG = "balancebench.failure"
+
+
+def fail_runs_of_dag_run(dag_id: str, run_id: str, cause: str) -> list[str]:
+    """Close every RUNNING run of one DAG run (tags ``airflow.dag_id``, ``airflow.run_id``)
+    as FAILED with ``cause`` (tag ``balancebench.failure`` and the description); returns
+    their ids. What a step that fails calls before it re-raises."""
+    client = _mlflow().MlflowClient()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return []
+    runs = client.search_runs(
+        experiments,
+        filter_string=(
+            f"attributes.status = 'RUNNING' AND tags.`airflow.dag_id` = '{dag_id}' "
+            f"AND tags.`airflow.run_id` = '{run_id}'"
+        ),
+        max_results=5000,
+    )
+    for run in runs:
+        client.set_tag(run.info.run_id, FAILURE_TAG, cause)
+        end_run(run.info.run_id, "FAILED", f"failed: {cause}")
+    return [run.info.run_id for run in runs]
+
+
 def child_runs(parent_run_id: str) -> Any:
     """DataFrame of the parent's children (``mlflow.search_runs`` columns)."""
     mlflow = _mlflow()
@@ -278,12 +303,23 @@ def latest_parent_run(
     return None if runs.empty else runs.iloc[0]
 
 
-def parent_run_since(
-    experiment: str, dag_id: str, started_ms: int, role: str = "parent"
-) -> str | None:
-    """Id of the parent run of ``dag_id`` that a command starting at ``started_ms`` opened."""
-    run = latest_parent_run(experiment, dag_id, started_ms, role)
-    return None if run is None else str(run["run_id"])
+def parent_run_of_invocation(experiment: str, invocation: str, role: str = "parent") -> str | None:
+    """Id of the parent run (``role``) that the ``balancebench`` command ``invocation``
+    opened (tag ``balancebench.invocation``): its own, whatever else started meanwhile."""
+    mlflow = _mlflow()
+    exp = mlflow.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    runs = mlflow.search_runs(
+        experiment_ids=[exp.experiment_id],
+        filter_string=(
+            f"tags.`{ROLE_TAG}` = '{role}' AND tags.`{reaper.INVOCATION_TAG}` = '{invocation}'"
+        ),
+        max_results=2,
+    )
+    if len(runs) > 1:
+        raise RuntimeError(f"invocation {invocation} opened {len(runs)} {role} runs")
+    return None if runs.empty else str(runs.iloc[0]["run_id"])
 
 
 def ui_url() -> str:

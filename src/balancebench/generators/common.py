@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from balancebench.schema import check_values
+from balancebench.schema import check_values, quoted
 
 MANIFEST = "manifest.json"
 #: Bumped when the dataset layout changes, so cached datasets of an older layout are
@@ -83,8 +83,21 @@ class Manifest:
 def load_manifest(dataset_dir: str | Path) -> Manifest:
     path = Path(dataset_dir) / MANIFEST
     if not path.exists():
-        raise FileNotFoundError(f"dataset_dir: no {MANIFEST} in {dataset_dir}")
-    return Manifest(**json.loads(path.read_text()))
+        raise FileNotFoundError(f"dataset_dir: no {MANIFEST} in {quoted(str(dataset_dir))}")
+    fields = sorted(Manifest.__dataclass_fields__)
+    expected = f"expected an object with {fields}, as `balancebench generate` writes it"
+    where = f"dataset_dir: {MANIFEST} in {quoted(str(dataset_dir))}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise ValueError(f"{where} is not JSON ({type(exc).__name__}); {expected}") from None
+    try:
+        return Manifest(**data)
+    except TypeError:  # not an object, or fields missing or unknown
+        raise ValueError(
+            f"{where} is not a dataset manifest (a JSON {type(data).__name__} without its "
+            f"fields); {expected}"
+        ) from None
 
 
 def params_id(generator: str, params: dict[str, Any]) -> str:

@@ -25,17 +25,32 @@ starts at 0, non-decreasing), ``key`` (int64). Table ``keys``: ``key`` (int64),
   gets a new dataset instead of a stale one. Given by the user, ``user_file_sha256`` pins
   the content (a different file fails).
 
-Bad input fails before any table is written, with a ``ValueError`` naming the Param:
-missing/empty/unreadable file, unknown extension, not a Parquet file, missing key or
-time column (the columns found are listed), nulls in the key column, a time column that
-is neither numbers nor timestamps. File-level problems are found by ``check``; problems
-in the values when ``write`` loads them, before it writes anything.
+Bad input fails before any table is written, with a ``ValueError`` naming the Param,
+and all of it at the door: ``check`` (which ``balancebench.params.check_inputs`` calls
+before a DAG run starts) refuses a missing, empty or unreadable path; anything but a
+regular file (a directory, FIFO, device) and pseudo-files under ``/proc``, ``/sys`` and
+``/dev`` (their size is not their content); an unknown extension; content that is not
+its format (sniffed, whatever the name says: Parquet starts and ends with ``PAR1``; a
+CSV or text file with a NUL byte in its first 64 KiB is binary; and it must be UTF-8
+throughout); CSV rows whose column count differs from the header's; duplicate column
+names; a missing key or time column (the columns found are listed); no data rows, or a
+text without words; nulls or NaN in the key column, key values that are not scalars;
+nulls in the time column, or a time column that is neither numbers nor timestamps.
+``check`` reads the key and time columns to find these; ``write`` loads them again and
+keeps the value checks, so a direct call fails the same way before writing anything.
+Messages quote a user's value (file and column names, a key or time value) with
+:func:`balancebench.schema.quoted` (escaped, at most a short excerpt) and never a
+library message that could hold a line of the file.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
+import os
+import re
+import stat
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +71,7 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
+from balancebench.schema import quoted
 
 #: A word: a maximal run of Unicode letters, digits and underscores (RE2/Java syntax).
 WORD_PATTERN = r"[\p{L}\p{N}_]+"
@@ -81,22 +97,86 @@ KEYS_SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.string())])
 # --- Files, shared with the ``tasks`` generator -------------------------------------------
 
 
+#: How many characters of a path a message quotes (a file name is at the end).
+PATH_QUOTE_CHARS = 200
+#: Bytes sniffed at the start of a file to tell its format (and binary from text).
+SNIFF_BYTES = 1 << 16
+#: Parquet's magic number, at the start and at the end of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
+#: Pseudo-file systems: their files' sizes are not their contents (``/dev/shm`` is real).
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a message quotes it (escaped; long paths cut after 200 characters)."""
+    return quoted(str(path), PATH_QUOTE_CHARS)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO, a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
+
+
+def _pseudo_root(path: Path) -> str | None:
+    """``/proc``, ``/sys`` or ``/dev`` when the real path is under one (not ``/dev/shm``)."""
+    real = os.path.realpath(path)
+    if real == "/dev/shm" or real.startswith("/dev/shm/"):
+        return None
+    return next((r for r in PSEUDO_ROOTS if real == r or real.startswith(r + "/")), None)
+
+
 def existing_file(field: str, path: str | Path, what: str) -> Path:
-    """``path`` as a Path if it is an existing, non-empty file, else ``ValueError(field...)``."""
+    """``path`` as a Path if it is an existing, readable, non-empty regular file, else
+    ``ValueError(field...)``. A FIFO is refused from ``stat`` (opening it would block),
+    and so are pseudo-files under /proc, /sys and /dev (their size is not their content)."""
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ValueError(f"{field}: {str(path)!r} does not exist; expected an existing {what}")
-    if not p.is_file():
-        raise ValueError(f"{field}: {str(path)!r} is not a file; expected an existing {what}")
+    shown = shown_path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{field}: {shown} does not exist; expected an existing {what}") from None
+    except ValueError:  # a NUL character (os.stat refuses it before asking the system)
+        raise ValueError(
+            f"{field}: {shown} is not a valid path (it holds a NUL character); expected the "
+            f"path of an existing {what}"
+        ) from None
+    except OSError as exc:
+        raise ValueError(
+            f"{field}: cannot read {shown} ({exc.strerror or type(exc).__name__}); expected a "
+            f"readable {what}"
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise ValueError(
+            f"{field}: {shown} is not a file (it is a directory); expected a regular file: an "
+            f"existing {what}"
+        )
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"{field}: {shown} is not a regular file (it is {_file_kind(mode)}); expected an "
+            f"existing {what}"
+        )
+    root = _pseudo_root(p)
+    if root is not None:
+        raise ValueError(
+            f"{field}: {shown} is not a regular file (a pseudo-file under {root}, whose size "
+            f"is not its content); expected an existing {what} (copy it to a file first)"
+        )
     try:
         with p.open("rb"):
             pass
     except OSError as exc:
         raise ValueError(
-            f"{field}: cannot read {str(path)!r} ({exc}); expected a readable {what}"
+            f"{field}: cannot read {shown} ({exc.strerror or type(exc).__name__}); expected a "
+            f"readable {what}"
         ) from None
     if p.stat().st_size == 0:
-        raise ValueError(f"{field}: {str(path)!r} is empty; expected a non-empty {what}")
+        raise ValueError(f"{field}: {shown} is empty; expected a non-empty {what}")
     return p
 
 
@@ -114,8 +194,8 @@ def file_sha256(field: str, path: Path, *, utf8: bool = False) -> str:
                         decoder.decode(block)
                     except UnicodeDecodeError as exc:
                         raise ValueError(
-                            f"{field}: {str(path)!r} is not UTF-8 text (invalid byte at offset "
-                            f"{offset + exc.start}); expected a UTF-8 text file"
+                            f"{field}: {shown_path(path)} is not UTF-8 text (invalid byte at "
+                            f"offset {offset + exc.start}); expected a UTF-8 text file"
                         ) from None
                 offset += len(block)
             if utf8:
@@ -123,12 +203,13 @@ def file_sha256(field: str, path: Path, *, utf8: bool = False) -> str:
                     decoder.decode(b"", final=True)
                 except UnicodeDecodeError:
                     raise ValueError(
-                        f"{field}: {str(path)!r} is not UTF-8 text (truncated character at the "
-                        "end); expected a UTF-8 text file"
+                        f"{field}: {shown_path(path)} is not UTF-8 text (truncated character at "
+                        "the end); expected a UTF-8 text file"
                     ) from None
     except OSError as exc:
         raise ValueError(
-            f"{field}: cannot read {str(path)!r} ({exc}); expected a readable file"
+            f"{field}: cannot read {shown_path(path)} ({exc.strerror or type(exc).__name__}); "
+            "expected a readable file"
         ) from None
     return digest.hexdigest()
 
@@ -142,7 +223,7 @@ def pin_sha256(params: dict[str, Any], field: str, actual: str) -> dict[str, Any
     given = params.get(field)
     if given not in (None, "") and str(given).lower() != actual:
         raise ValueError(
-            f"{field}: the file's sha256 is {actual}, not the {given!r} given; expected the "
+            f"{field}: the file's sha256 is {actual}, not the {quoted(given)} given; expected the "
             "digest of the current file (or null to accept any content)"
         )
     return {**params, field: actual}
@@ -199,18 +280,121 @@ def _format(params: dict[str, Any], path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix not in FORMATS_BY_SUFFIX:
         raise ValueError(
-            f"user_file_format: cannot tell the format of {path.name!r} from its extension "
-            f"{suffix!r}; expected a file ending in {sorted(FORMATS_BY_SUFFIX)}, or set "
-            "user_file_format to 'csv', 'parquet' or 'text'"
+            f"user_file_format: cannot tell the format of {quoted(path.name)} from its "
+            f"extension {quoted(suffix)}; expected a file ending in {sorted(FORMATS_BY_SUFFIX)}, "
+            "or set user_file_format to 'csv', 'parquet' or 'text'"
         )
     return FORMATS_BY_SUFFIX[suffix]
 
 
+def _names_shown(names: list[str], most: int = 10) -> str:
+    """Column names as a message lists them: each quoted short, at most ``most`` of them."""
+    shown = ", ".join(quoted(n, 40) for n in names[:most])
+    more = f", ... (+{len(names) - most} more)" if len(names) > most else ""
+    return f"[{shown}{more}]"
+
+
 def _missing_column(field: str, column: str, path: Path, names: list[str]) -> ValueError:
     return ValueError(
-        f"{field}: no column {column!r} in {path.name!r}; columns found: {names}; expected one "
-        "of those"
+        f"{field}: no column {quoted(column)} in {quoted(path.name)}; columns found: "
+        f"{_names_shown(names)}; expected one of those"
     )
+
+
+def _sniff(params: dict[str, Any], path: Path, fmt: str) -> None:
+    """Refuse content that is not ``fmt``, whatever the name says (a few bytes read)."""
+    name = quoted(path.name)
+    if params["user_file_format"] == "auto":
+        source = f"from its extension {quoted(path.suffix.lower())}"
+    else:
+        source = "from user_file_format"
+    with path.open("rb") as f:
+        head = f.read(SNIFF_BYTES)
+        f.seek(max(0, path.stat().st_size - len(PARQUET_MAGIC)))
+        tail = f.read()
+    starts_parquet = head.startswith(PARQUET_MAGIC)
+    if fmt == "parquet":
+        if not (starts_parquet and tail == PARQUET_MAGIC and len(head) >= 3 * 4):
+            if head.startswith(b"\xef\xbb\xbf") or (b"\0" not in head and _utf8_prefix(head)):
+                looks = "; it looks like text"
+            else:
+                looks = ""
+            raise ValueError(
+                f"user_file_path: {name} is not a Parquet file (it does not start and end with "
+                f"PAR1{looks}); expected a Parquet file, or set user_file_format to 'csv' or "
+                "'text'"
+            )
+        return
+    if starts_parquet:
+        raise ValueError(
+            f"user_file_path: {name} is a Parquet file (it starts with PAR1), but its format "
+            f"is {fmt} ({source}); rename it to .parquet or set user_file_format to 'parquet'"
+        )
+    expected = "a CSV file in UTF-8 text" if fmt == "csv" else "a UTF-8 text file"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(
+            f"user_file_path: {name} is UTF-16 text (it starts with a UTF-16 byte-order "
+            f"mark); expected {expected} (convert it, e.g. iconv -f UTF-16 -t UTF-8)"
+        )
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise ValueError(
+            f"user_file_path: {name} is binary (a NUL byte at offset {nul}); expected {expected}"
+        )
+
+
+def _utf8_prefix(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 text, allowing a character cut at its end."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _csv_error(path: Path, exc: Exception) -> ValueError:
+    """The ``ValueError`` for a CSV pyarrow cannot read: numbers from its message, never
+    its text (it quotes whole lines of the file)."""
+    return ValueError(
+        f"user_file_path: cannot read {quoted(path.name)} as CSV ({_csv_reason(path, exc)}); "
+        "expected a CSV file with a header row"
+    )
+
+
+def _csv_reason(path: Path, exc: Exception) -> str:
+    message = str(exc)
+    if "Expected" in message and "columns" in message:
+        bad: list[tuple[int, int, int | None]] = []
+
+        def first_bad(row: Any) -> str:
+            if not bad:
+                bad.append((row.expected_columns, row.actual_columns, row.number))
+            return "error"
+
+        # Again, on one thread: the handler then knows the row's line number.
+        with contextlib.suppress(pa.ArrowException, OSError):
+            pacsv.read_csv(
+                path,
+                read_options=pacsv.ReadOptions(use_threads=False),
+                parse_options=pacsv.ParseOptions(invalid_row_handler=first_bad),
+            )
+        if bad:
+            expected, actual, line = bad[0]
+            where = f"line {line}" if line else "a row"
+            return f"{where} has {actual} column{'s' * (actual != 1)}, the header has {expected}"
+        counts = re.search(r"Expected (\d+) columns, got (\d+)", message)
+        if counts:
+            expected, actual = int(counts.group(1)), int(counts.group(2))
+            return f"a row has {actual} column{'s' * (actual != 1)}, the header has {expected}"
+    if "Empty CSV file" in message:
+        return "it has no header row"
+    if "straddling object" in message:
+        return "a row longer than 1 MiB"
+    conversion = re.search(r"column #(\d+): CSV conversion error to ([\w\[\], ]+?):", message)
+    if conversion:
+        column, kind = conversion.groups()
+        return f"a value in column #{column} (0-based) does not convert to {kind}"
+    return "not well-formed CSV"
 
 
 def _csv_reader(path: Path, **convert: Any) -> pacsv.CSVStreamingReader:
@@ -221,10 +405,38 @@ def _csv_reader(path: Path, **convert: Any) -> pacsv.CSVStreamingReader:
             convert_options=pacsv.ConvertOptions(**convert),
         )
     except pa.ArrowException as exc:
-        raise ValueError(
-            f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a CSV file "
-            "with a header row"
-        ) from None
+        raise _csv_error(path, exc) from None
+
+
+def _check_csv_rows(path: Path) -> None:
+    """Parse every row of a CSV (one column converted): a ragged row is refused."""
+    try:
+        first = _csv_reader(path).schema.names[0]
+        pacsv.read_csv(
+            path,
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[first], column_types={first: pa.string()}
+            ),
+        )
+    except pa.ArrowException as exc:
+        raise _csv_error(path, exc) from None
+
+
+def _no_duplicate_columns(params: dict[str, Any], path: Path, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            if name == params["user_file_key_column"]:
+                field = "user_file_key_column"
+            elif name == params["user_file_time_column"]:
+                field = "user_file_time_column"
+            else:
+                field = "user_file_path"
+            raise ValueError(
+                f"{field}: {quoted(path.name)} has {names.count(name)} columns named "
+                f"{quoted(name)}; expected distinct column names"
+            )
+        seen.add(name)
 
 
 class UserFile(Generator):
@@ -292,6 +504,8 @@ class UserFile(Generator):
     # --- checks before any work ---
 
     def check(self, params: dict[str, Any]) -> None:
+        """Everything ``write`` would refuse, refused here first: the file, its format
+        (sniffed from the content), its columns and the key and time values (read)."""
         path_text = params["user_file_path"]
         if not path_text:
             raise ValueError(
@@ -300,21 +514,29 @@ class UserFile(Generator):
             )
         path = existing_file("user_file_path", path_text, "CSV, Parquet or text file")
         fmt = _format(params, path)
+        if fmt == "text" and params["user_file_time_column"]:
+            raise ValueError(
+                "user_file_time_column: a text file has no columns; expected null for "
+                "format 'text' (words arrive at input_rate_tuples_per_s)"
+            )
+        _sniff(params, path, fmt)
+        if fmt != "parquet":
+            file_sha256("user_file_path", path, utf8=True)  # names the first invalid byte
         if fmt == "text":
-            if params["user_file_time_column"]:
-                raise ValueError(
-                    "user_file_time_column: a text file has no columns; expected null for "
-                    "format 'text' (words arrive at input_rate_tuples_per_s)"
-                )
-        else:
-            names = self._columns(path, fmt)
-            key = params["user_file_key_column"]
-            if key not in names:
-                raise _missing_column("user_file_key_column", key, path, names)
-            time_col = params["user_file_time_column"]
-            if time_col and time_col not in names:
-                raise _missing_column("user_file_time_column", time_col, path, names)
-            self._check_not_empty(path, fmt)
+            if not any(count_words(lines).any() for lines in read_lines(path)):
+                raise _no_words(path)
+            return
+        names = self._columns(path, fmt)
+        _no_duplicate_columns(params, path, names)
+        key = params["user_file_key_column"]
+        time_col = params["user_file_time_column"]
+        for field, column in (("user_file_key_column", key), ("user_file_time_column", time_col)):
+            if column and column not in names:
+                if fmt == "csv":
+                    _check_csv_rows(path)  # a text that is not CSV: say so, not its "columns"
+                raise _missing_column(field, column, path, names)
+        keys, _ = self._load(params)
+        _check_key_type(key, keys)
 
     def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
         path = Path(params["user_file_path"]).expanduser()
@@ -326,36 +548,15 @@ class UserFile(Generator):
         if fmt == "parquet":
             try:
                 return list(pq.ParquetFile(path).schema_arrow.names)
-            except (pa.ArrowException, OSError) as exc:
+            except (pa.ArrowException, OSError):
                 raise ValueError(
-                    f"user_file_path: {path.name!r} is not a Parquet file ({exc}); expected a "
-                    "Parquet file, or set user_file_format"
+                    f"user_file_path: {quoted(path.name)} is not a readable Parquet file (its "
+                    "metadata is corrupt or uses a feature this pyarrow cannot read); expected "
+                    "a Parquet file, or set user_file_format"
                 ) from None
         return list(_csv_reader(path).schema.names)
 
-    @staticmethod
-    def _check_not_empty(path: Path, fmt: str) -> None:
-        if fmt == "parquet":
-            rows = pq.ParquetFile(path).metadata.num_rows
-        else:
-            rows = 0
-            reader = _csv_reader(path)
-            try:
-                for batch in reader:
-                    rows += batch.num_rows
-                    if rows:
-                        break
-            except pa.ArrowException as exc:
-                raise ValueError(
-                    f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a "
-                    "CSV file with a header row"
-                ) from None
-        if rows == 0:
-            raise ValueError(
-                f"user_file_path: {path.name!r} has no data rows; expected at least one row"
-            )
-
-    # --- loading (all value checks happen here, before anything is written) ---
+    # --- loading (the value checks: run by ``check``, and again before writing) ---
 
     def _load(self, params: dict[str, Any]) -> tuple[pa.ChunkedArray, np.ndarray | None]:
         """The key values in file order and the seconds since the first event (or None)."""
@@ -365,20 +566,18 @@ class UserFile(Generator):
             chunks = [words(lines) for lines in read_lines(path)]
             tokens = pa.chunked_array(chunks, type=pa.string())
             if len(tokens) == 0:
-                raise ValueError(
-                    f"user_file_path: {path.name!r} has no words (runs of letters, digits or "
-                    "_); expected a text file with at least one word"
-                )
+                raise _no_words(path)
             return tokens, None
         key_col, time_col = params["user_file_key_column"], params["user_file_time_column"]
         columns = [key_col] + ([time_col] if time_col and time_col != key_col else [])
         if fmt == "parquet":
             try:
                 table = pq.read_table(path, columns=columns)
-            except (pa.ArrowException, OSError) as exc:
+            except (pa.ArrowException, OSError):
                 raise ValueError(
-                    f"user_file_path: cannot read {path.name!r} as Parquet ({exc}); expected "
-                    "a readable Parquet file"
+                    f"user_file_path: cannot read {quoted(path.name)} as Parquet (its data is "
+                    "corrupt or uses a feature this pyarrow cannot read); expected a readable "
+                    "Parquet file"
                 ) from None
         else:
             try:
@@ -392,13 +591,10 @@ class UserFile(Generator):
                     ),
                 )
             except pa.ArrowException as exc:
-                raise ValueError(
-                    f"user_file_path: cannot read {path.name!r} as CSV ({exc}); expected a "
-                    "CSV file with a header row"
-                ) from None
+                raise _csv_error(path, exc) from None
         if table.num_rows == 0:
             raise ValueError(
-                f"user_file_path: {path.name!r} has no data rows; expected at least one row"
+                f"user_file_path: {quoted(path.name)} has no data rows; expected at least one row"
             )
         keys = table.column(key_col)
         _no_nulls("user_file_key_column", key_col, keys)
@@ -473,12 +669,19 @@ class UserFile(Generator):
         return {"max_tuple_id": manifest.row_count - 1}
 
 
+def _no_words(path: Path) -> ValueError:
+    return ValueError(
+        f"user_file_path: {quoted(path.name)} has no words (runs of letters, digits or _); "
+        "expected a text file with at least one word"
+    )
+
+
 def _no_nulls(field: str, column: str, values: pa.ChunkedArray) -> None:
     nulls = values.null_count
     if nulls:
         first = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
         raise ValueError(
-            f"{field}: column {column!r} has {nulls} null value(s), the first in data row "
+            f"{field}: column {quoted(column)} has {nulls} null value(s), the first in data row "
             f"{first} (0-based); expected a value in every row"
         )
 
@@ -500,7 +703,7 @@ def _no_nan_keys(column: str, values: pa.ChunkedArray) -> None:
     nan = pc.is_nan(values).to_numpy(zero_copy_only=False)
     if nan.any():
         raise ValueError(
-            f"user_file_key_column: column {column!r} has {int(nan.sum())} NaN value(s), the "
+            f"user_file_key_column: column {quoted(column)} has {int(nan.sum())} NaN value(s), the "
             f"first in data row {int(np.flatnonzero(nan)[0])} (0-based); expected a number "
             "in every row (NaN equals no key, itself included)"
         )
@@ -529,11 +732,11 @@ def _seconds_since_first(column: str, values: pa.ChunkedArray) -> np.ndarray:
         bad = ~np.isfinite(numbers)
         if bad.any():
             raise ValueError(
-                f"{field}: column {column!r} has {int(bad.sum())} value(s) that are not finite "
-                f"numbers, the first in data row {int(np.flatnonzero(bad)[0])}; {expected}"
+                f"{field}: column {quoted(column)} has {int(bad.sum())} value(s) that are not "
+                f"finite numbers, the first in data row {int(np.flatnonzero(bad)[0])}; {expected}"
             )
         return numbers - numbers.min()
-    raise ValueError(f"{field}: column {column!r} is of type {kind}; {expected}")
+    raise ValueError(f"{field}: column {quoted(column)} is of type {kind}; {expected}")
 
 
 def _parse_time_text(column: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -544,9 +747,9 @@ def _parse_time_text(column: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
         except pa.ArrowException:
             continue
     row, value = _first_unparsable(values)
-    where = f"e.g. {value!r} in data row {row}" if row >= 0 else "mixed formats"
+    where = f"e.g. {quoted(value)} in data row {row}" if row >= 0 else "mixed formats"
     raise ValueError(
-        f"user_file_time_column: column {column!r} holds text that is neither numbers nor "
+        f"user_file_time_column: column {quoted(column)} holds text that is neither numbers nor "
         f"ISO-8601 timestamps ({where}); expected numeric seconds or timestamps, all naive "
         "or all with a zone offset"
     )
@@ -592,18 +795,8 @@ def encode_keys(column: str, values: pa.ChunkedArray) -> tuple[np.ndarray, pa.Ta
             schema=KEYS_SCHEMA,
         )
         return keys, table
-    if pa.types.is_nested(kind):
-        raise ValueError(
-            f"user_file_key_column: column {column!r} is of type {kind}; expected scalar keys "
-            "(integers, text, numbers, dates)"
-        )
-    try:
-        text = values.cast(pa.string())
-    except pa.ArrowException as exc:
-        raise ValueError(
-            f"user_file_key_column: column {column!r} of type {kind} cannot be read as text "
-            f"({exc}); expected integers or text"
-        ) from None
+    _check_key_type(column, values)
+    text = values.cast(pa.string())
     unique = pc.unique(text)
     unique = unique.take(pc.sort_indices(unique))
     keys = pc.index_in(text, value_set=unique).to_numpy().astype(np.int64)
@@ -612,6 +805,38 @@ def encode_keys(column: str, values: pa.ChunkedArray) -> tuple[np.ndarray, pa.Ta
         schema=KEYS_SCHEMA,
     )
     return keys, table
+
+
+def _check_key_type(column: str, values: pa.ChunkedArray) -> None:
+    """Refuse key values that are not scalars or do not read as text (a type check;
+    only a column of another kind, such as bytes, is cast to find out)."""
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values = values.cast(kind.value_type)
+        kind = values.type
+    if pa.types.is_nested(kind):
+        raise ValueError(
+            f"user_file_key_column: column {quoted(column)} is of type {kind}; expected scalar "
+            "keys (integers, text, numbers, dates)"
+        )
+    always_text = (
+        pa.types.is_integer,
+        pa.types.is_floating,
+        pa.types.is_decimal,
+        pa.types.is_temporal,
+        pa.types.is_boolean,
+        pa.types.is_string,
+        pa.types.is_large_string,
+    )
+    if any(test(kind) for test in always_text):
+        return
+    try:
+        values.cast(pa.string())
+    except pa.ArrowException:
+        raise ValueError(
+            f"user_file_key_column: column {quoted(column)} of type {kind} cannot be read as "
+            "text (e.g. bytes that are not UTF-8); expected integers or text"
+        ) from None
 
 
 def _canonical_ints(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
