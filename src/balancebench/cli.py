@@ -117,7 +117,9 @@ def _airflow(
             assert proc.stdout is not None
             for line in proc.stdout:
                 sink.write(line)
-                if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR", "Traceback")):
+                # Progress and errors; never a traceback (the log keeps it, and the
+                # command ends with the first error and the log's path).
+                if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR")):
                     console.print(terminal_safe(line.rstrip()), markup=False, highlight=False)
             return proc.wait()
         finally:
@@ -154,12 +156,37 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
     raise SystemExit(128 + signum)
 
 
+def _store_identity() -> tuple[int, int] | None:
+    """(device, inode) of the SQLite MLflow store file, None for a server or no file yet:
+    a store deleted or replaced mid-run is named as such, not as "no parent run"."""
+    uri = tracking.tracking_uri()
+    if not uri.startswith("sqlite:///"):
+        return None
+    try:
+        found = Path(uri.removeprefix("sqlite:///")).stat()
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
+def _migrate_airflow_db(spark_master: str | None) -> int:
+    """``airflow db migrate`` under a file lock: two commands started together in one
+    clone would migrate the same fresh SQLite database at once, and one would fail."""
+    import fcntl
+
+    logs = local_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / ".airflow-db-migrate.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _airflow(["db", "migrate"], spark_master, logs / "airflow-db-migrate.log")
+
+
 def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int, Path, str]:
     """Migrate the embedded Airflow DB, then ``airflow dags test DAG -c PARAMS``; returns
     (exit code, this run's log, this command's invocation id). The log is this run's own
     (``.local/logs/runs/``), with ``<dag_id>-latest.log`` linking to the newest. A failed
     migration exits here with its log named."""
-    if _airflow(["db", "migrate"], spark_master, local_dir() / "logs" / "airflow-db-migrate.log"):
+    if _migrate_airflow_db(spark_master):
         console.print(
             "[red]airflow db migrate failed[/red]; see .local/logs/airflow-db-migrate.log"
         )
@@ -174,9 +201,18 @@ def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int
     link.symlink_to(log)
     link.replace(latest)  # atomic: never a moment without the link, never a plain file
     console.print(f"running DAG {dag_id} (full log: {log})")
+    tracking.ensure_experiment(params["experiment"])  # the store exists: its identity
+    store = _store_identity()
     code = _airflow(
         ["dags", "test", dag_id, "-c", json.dumps(params)], spark_master, log, invocation
     )
+    if store is not None and _store_identity() != store:
+        _failed(
+            "DAG run failed",
+            f"the MLflow store {tracking.tracking_uri()} was deleted or replaced during the "
+            "run; the runs it held are not in the store now",
+            log,
+        )
     if code != 0:
         # A step that failed before it could close its runs: close them with the cause.
         with contextlib.suppress(Exception):  # the store itself may be what failed
@@ -432,9 +468,17 @@ def generate(
     """Write a dataset (Parquet + manifest), print its folder, and validate it."""
     from balancebench.generators import generate as generate_dataset
 
+    root = out or datasets_dir()
     try:
-        folder, manifest = generate_dataset(dataset, out or datasets_dir(), _parse_settings(set_))
-    except (ValueError, FileNotFoundError) as exc:
+        folder, manifest = generate_dataset(dataset, root, _parse_settings(set_))
+    except OSError as exc:
+        if exc.filename is None and storage_error(exc):  # Arrow's writes name no file
+            raise OSError(exc.errno, exc.strerror, str(root)) from exc
+        if not isinstance(exc, FileNotFoundError):
+            raise
+        console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    except ValueError as exc:
         console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
         raise typer.Exit(2) from exc
     rows = ", ".join(f"{t} {f['rows']}" for t, f in manifest.tables.items())

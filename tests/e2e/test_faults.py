@@ -1,6 +1,8 @@
 """Runs that always end in a true state: `balancebench run` stopped by SIGTERM mid-run,
-SIGKILLed and then followed by another command, or left by a store that turned
-read-only mid-run. (A lost executor: tests/e2e/test_standalone_cluster.py.)"""
+SIGKILLed (its watchdog cleans up at once; with the watchdog gone too, the next
+command does), or left by a store that turned read-only mid-run. (Full disks, concurrent
+runs, a deleted store: test_faults_storage.py; a lost executor:
+test_standalone_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from balancebench import tracking
 from balancebench.reaper import REASON_TAG
+from balancebench.tracking import ROLE_TAG
 from tests.e2e.conftest import ROOT, TINY
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -52,6 +55,19 @@ def _group_of(pid: int, local: Path) -> int:
     return int(json.loads(files[0].read_text())["pgid"])
 
 
+def _watchdog_of(pid: int) -> int:
+    """The pid of the watchdog (``python -m balancebench.reaper PID ...``) of command pid."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"balancebench.reaper" in args and str(pid).encode() in args:
+                return int(entry.name)
+    raise AssertionError(f"no watchdog for pid {pid}")
+
+
 def _gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -73,6 +89,30 @@ def test_sigterm_mid_run_stops_everything_and_marks_the_runs_killed(local_state)
     killed = runs[runs["status"] == "KILLED"]
     assert len(killed) >= 2  # the parent and the strategy's child that was running
     assert killed[f"tags.{REASON_TAG}"].str.contains("SIGTERM").all()
+    # The parent was stopped, not failed (the closing task used to close it FAILED).
+    parent = runs[runs[f"tags.{ROLE_TAG}"] == "parent"]
+    assert list(parent["status"]) == ["KILLED"], parent[["status", f"tags.{REASON_TAG}"]]
+
+
+def test_after_a_sigkill_the_watchdog_stops_everything_at_once(local_state):
+    """SIGKILL to the command: its watchdog stops Airflow, spark-submit and the Spark
+    driver and closes the runs KILLED within seconds, with no other command run."""
+    proc = _start_and_wait_for_progress("e2e-watchdog")
+    pgid = _group_of(proc.pid, local_state)
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _gone(pgid):
+        time.sleep(0.5)
+    assert _gone(pgid)  # nothing of the run outlives its command
+    while time.monotonic() < deadline and "RUNNING" in set(_runs("e2e-watchdog")["status"]):
+        time.sleep(0.5)
+    runs = _runs("e2e-watchdog")
+    assert "RUNNING" not in set(runs["status"])
+    killed = runs[runs["status"] == "KILLED"]
+    assert len(killed) >= 2  # the parent and the running child
+    assert killed[f"tags.{REASON_TAG}"].str.contains("watchdog").all()
+    assert not list((local_state / "logs").glob(f"group-{proc.pid}-*.json"))
 
 
 def test_after_a_sigkill_the_next_command_cleans_up(local_state):
@@ -82,7 +122,11 @@ def test_after_a_sigkill_the_next_command_cleans_up(local_state):
     orphan.mkdir(parents=True)
     proc = _start_and_wait_for_progress("e2e-sigkill")
     pgid = _group_of(proc.pid, local_state)
+    # The watchdog dies with the command here (a machine-wide kill, an OOM killer), so
+    # the next command is what cleans up.
+    watchdog = _watchdog_of(proc.pid)
     proc.kill()
+    os.kill(watchdog, signal.SIGKILL)
     proc.wait(timeout=30)
     assert not _gone(pgid)  # Airflow and Spark are still at work, orphaned
     # The next command that opens the store: any one.

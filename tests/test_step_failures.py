@@ -1,0 +1,69 @@
+"""A DAG step that raises closes the runs of its DAG run still RUNNING as FAILED with the
+first line of the real cause (``pipeline.ends_runs_on_failure``), on the real MLflow
+store: no run is left RUNNING for the next command to close with a guessed reason."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from balancebench import pipeline, tracking
+from balancebench.params import validate_params
+
+
+def _open_parent(dag_run: str) -> dict:
+    params = validate_params({"experiment": "step-failures", "n_tuples": 1000})
+    parent = tracking.start_parent_run(
+        "step-failures", {"n_tuples": 1000}, "balance_experiment", dag_run, "sha256:none"
+    )
+    return {
+        "parent_run_id": parent,
+        "params": params,
+        "dataset_dir": "/nonexistent/dataset",
+        "dag_id": "balance_experiment",
+        "run_id": dag_run,
+    }
+
+
+def test_a_failing_validate_step_closes_its_parent_failed_with_the_cause(local_state, tmp_path):
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    generated = {**_open_parent("manual__validate"), "dataset_dir": str(tmp_path)}
+    with pytest.raises(ValueError, match="not a dataset manifest"):
+        pipeline.validate_step(generated)
+    run = tracking._mlflow().get_run(generated["parent_run_id"])
+    assert run.info.status == "FAILED"
+    cause = run.data.tags[tracking.FAILURE_TAG]
+    assert cause.startswith("ValueError: dataset_dir: manifest.json in")
+    assert "failed: ValueError" in run.data.tags[tracking.NOTE_TAG]
+
+
+def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
+    """The comparison's folder is a file: the parent ends FAILED naming the path (the
+    same path a full disk takes: an OSError turned into one line)."""
+    generated = _open_parent("manual__compare")
+    other = _open_parent("manual__other")  # another DAG run's parent: left alone
+    client = tracking._mlflow().MlflowClient()
+    child = client.create_run(
+        client.get_run(generated["parent_run_id"]).info.experiment_id,
+        tags={"mlflow.parentRunId": generated["parent_run_id"]},
+    ).info.run_id
+    client.log_param(child, "strategy", "hash")
+    client.set_terminated(child, "FINISHED")
+    blocked = local_state / "results"
+    blocked.mkdir(parents=True, exist_ok=True)
+    (blocked / generated["parent_run_id"]).write_text("a file where a folder goes")
+    with pytest.raises(OSError) as raised:
+        pipeline.compare_step(generated)
+    assert raised.value.errno in (errno.EEXIST, errno.ENOTDIR)
+    run = tracking._mlflow().get_run(generated["parent_run_id"])
+    assert run.info.status == "FAILED"
+    assert generated["parent_run_id"] in run.data.tags[tracking.FAILURE_TAG]
+    assert tracking._mlflow().get_run(other["parent_run_id"]).info.status == "RUNNING"
+
+
+def test_failure_cause_is_one_short_escaped_line():
+    cause = pipeline.failure_cause(ValueError("first \x1b[31mline\nsecond line" + "x" * 999))
+    assert cause == "ValueError: first \\x1b[31mline"
+    full = pipeline.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
+    assert full.startswith("no space left on /data/x")
