@@ -63,7 +63,7 @@ def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
 
 
 def test_failure_cause_is_one_short_escaped_line():
-    cause = pipeline.failure_cause(ValueError("first \x1b[31mline\nsecond line" + "x" * 999))
+    cause = tracking.failure_cause(ValueError("first \x1b[31mline\nsecond line" + "x" * 999))
     assert cause == "ValueError: first \\x1b[31mline"
-    full = pipeline.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
+    full = tracking.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
     assert full.startswith("no space left on /data/x")

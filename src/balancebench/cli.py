@@ -136,14 +136,8 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
     name = signal.Signals(signum).name
     signalled_ms = int(time.time() * 1000)
     console.print(f"[red]{name}[/red]: stopping the run (process group {proc.pid})")
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    reaper.stop_group(proc.pid, term_wait_s=30, reap=proc.poll)  # all of it, not its leader
+    proc.wait()
     # Also the runs that ended FAILED since the signal: Airflow fails the task it
     # terminates, and the closing task may then close the parent FAILED.
     closed = reaper.close_runs_of_owner(

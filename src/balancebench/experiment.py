@@ -10,6 +10,7 @@ the cost model (``metrics.clock``); logs everything with the units and definitio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -357,6 +358,18 @@ def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: floa
     )
 
 
+@contextlib.contextmanager
+def _failure_tagged(mlflow: Any) -> Iterator[None]:
+    """An exception inside the active run tags it with its cause (``balancebench.failure``)
+    before ``mlflow.start_run`` closes it FAILED: a failed strategy run says why."""
+    try:
+        yield
+    except Exception as exc:
+        with contextlib.suppress(Exception):  # the store may be what failed
+            mlflow.set_tag(tracking.FAILURE_TAG, tracking.failure_cause(exc))
+        raise
+
+
 def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     """Replay the dataset's workload under one strategy in this process's Spark application."""
     params = validate_params(spec.params)
@@ -406,12 +419,15 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         **spec.tags,
         **reaper.owner_tags(),
     }
-    with mlflow.start_run(
-        experiment_id=experiment_id,
-        run_name=spec.run_name or spec.strategy,
-        parent_run_id=spec.parent_run_id,
-        tags=tags,
-    ) as active:
+    with (
+        mlflow.start_run(
+            experiment_id=experiment_id,
+            run_name=spec.run_name or spec.strategy,
+            parent_run_id=spec.parent_run_id,
+            tags=tags,
+        ) as active,
+        _failure_tagged(mlflow),
+    ):
         mlflow.log_params(run_params)
         tracking.log_metric_definitions(active.info.run_id)
         stream_df, interval_s = load_replay(spark, stream, params["n_batches"], params["n_senders"])

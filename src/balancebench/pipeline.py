@@ -19,20 +19,10 @@ from balancebench.compare import SERIES, comparison_figure, comparison_table, wi
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params
 from balancebench.params import applicable_params, validate_dataset_params, validate_params
-from balancebench.paths import datasets_dir, results_dir, storage_error, validation_dir
-from balancebench.schema import terminal_safe
+from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
 
 Step = TypeVar("Step", bound=Callable[..., Any])
-
-
-def failure_cause(exc: BaseException) -> str:
-    """The first line of an exception, as a run's failure reason: a storage fault in
-    words (``no space left on <path>``), else ``<type>: <first line>``, shortened."""
-    if isinstance(exc, OSError) and (line := storage_error(exc)):
-        return line
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return terminal_safe(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 300)
 
 
 def ends_runs_on_failure(step: Step) -> Step:
@@ -51,7 +41,7 @@ def ends_runs_on_failure(step: Step) -> Step:
             ids = (found[0]["dag_id"], found[0]["run_id"]) if found else args[1:3]
             if len(ids) == 2 and all(isinstance(i, str) for i in ids):
                 with contextlib.suppress(Exception):  # the store may be what failed
-                    tracking.fail_runs_of_dag_run(ids[0], ids[1], failure_cause(exc))
+                    tracking.fail_runs_of_dag_run(ids[0], ids[1], tracking.failure_cause(exc))
             raise
 
     return guarded  # type: ignore[return-value]

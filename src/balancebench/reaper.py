@@ -198,8 +198,6 @@ def _group_alive(pgid: int) -> bool:
 def _stop_recorded_group(path: Path) -> int | None:
     """Stop the process group a record names if its owner is gone (SIGTERM, then SIGKILL
     after 10 s) and drop the record; returns the group id it stopped."""
-    import signal
-
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -209,19 +207,34 @@ def _stop_recorded_group(path: Path) -> int | None:
     pgid = int(info["pgid"])
     stopped = None
     if _start_ticks(pgid) == info.get("start"):  # the same group leader, not a reuse
-        for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            # the whole group, not its leader: a leader that exits on SIGTERM first
-            # would leave its JVMs running past the wait
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline and _group_alive(pgid):
-                time.sleep(0.2)
+        stop_group(pgid)
         stopped = pgid
     path.unlink(missing_ok=True)
     return stopped
+
+
+def stop_group(
+    pgid: int, term_wait_s: float = 10.0, reap: Callable[[], object] | None = None
+) -> None:
+    """SIGTERM to process group ``pgid``, SIGKILL to what is left after ``term_wait_s``;
+    returns once no process of the group is left (or 5 s after the SIGKILL). It waits
+    for the whole group, not its leader: a leader that exits on SIGTERM first would
+    leave its JVMs running past the wait. ``reap``: called while waiting, by a caller
+    whose child is the leader (an unreaped leader still counts as in the group)."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _group_alive(pgid):
+            if reap is not None:
+                reap()
+            time.sleep(0.2)
+        if not _group_alive(pgid):
+            return
 
 
 def stop_orphaned_groups(folder: Path) -> list[int]:
@@ -249,10 +262,14 @@ def watch(owner_pid: int, group_record: Path) -> None:
     if not group_record.exists():
         return
     _stop_recorded_group(group_record)
+    import mlflow
+
     from balancebench import tracking
 
+    # Not tracking._mlflow(): its first call closes every orphan with the generic reason.
+    mlflow.set_tracking_uri(tracking.tracking_uri())
     close_runs_of_owner(
-        tracking._mlflow(),
+        mlflow,
         owner_pid,
         f"its owner, balancebench command pid {owner_pid}, ended without closing it (killed "
         f"by SIGKILL or a crash); its watchdog stopped the run's processes and closed it at "

@@ -19,7 +19,8 @@ from typing import Any
 
 from balancebench import reaper
 from balancebench.metrics import METRIC_DEFINITIONS
-from balancebench.paths import local_dir, source_root
+from balancebench.paths import local_dir, source_root, storage_error
+from balancebench.schema import terminal_safe
 
 ROLE_TAG = "balancebench.role"
 NOTE_TAG = "mlflow.note.content"  # what the MLflow UI shows as a description
@@ -246,6 +247,16 @@ def end_run(run_id: str, status: str, note: str | None = None) -> None:
 
 
 FAILURE_TAG = "balancebench.failure"
+
+
+def failure_cause(exc: BaseException) -> str:
+    """The first line of an exception, as a run's failure reason (tag ``FAILURE_TAG``): a
+    storage fault in words (``no space left on <path>``), else ``<type>: <first line>``,
+    escaped and shortened."""
+    if isinstance(exc, OSError) and (line := storage_error(exc)):
+        return line
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return terminal_safe(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 300)
 
 
 def fail_runs_of_dag_run(dag_id: str, run_id: str, cause: str) -> list[str]:

@@ -63,6 +63,7 @@ from balancebench.generators.user_file import (
 )
 from balancebench.generators.zipf_stream import zipf_sampler
 from balancebench.profiles import fit_zipf_exponent, zipf_fit_row
+from balancebench.schema import quoted
 
 TEXT_SCHEMA = pa.schema([("line_id", pa.int64()), ("task_id", pa.int32()), ("line", pa.string())])
 TASKS_SCHEMA = pa.schema(
@@ -265,15 +266,15 @@ class HeterogeneousTasks(Generator):
         total = int(line_words.sum())
         if total == 0:
             raise ValueError(
-                f"tasks_text_path: {path.name!r} has no words (runs of letters, digits or _); "
-                "expected a text file with words"
+                f"tasks_text_path: {quoted(path.name)} has no words (runs of letters, digits "
+                "or _); expected a text file with words"
             )
         task_words = np.bincount(
             split_lines(line_words, sizes), weights=line_words, minlength=len(sizes)
         )
         if task_words.min() < 1:
             raise ValueError(
-                f"tasks_text_path: {path.name!r} ({total} words in {len(line_words)} lines) "
+                f"tasks_text_path: {quoted(path.name)} ({total} words in {len(line_words)} lines) "
                 f"leaves task {int(np.argmin(task_words))} of {len(sizes)} without words when "
                 "cut at whole lines; expected a longer file, or fewer or more even tasks_sizes"
             )
