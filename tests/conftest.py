@@ -47,6 +47,7 @@ def spark(local_state: Path):
 SLOWEST_FIRST = (
     "tests/e2e/test_standalone_cluster.py",
     "tests/e2e/test_faults.py",
+    "tests/e2e/test_faults_storage.py",
     "tests/e2e/test_service.py",
     "tests/spark/test_engine.py",
     "tests/e2e/test_dag_run.py",
