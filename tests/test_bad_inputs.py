@@ -289,3 +289,14 @@ def test_user_files_are_checked_before_the_dag_starts(tmp_path, local_state, nam
     assert "refused before any work" in result.output and "user_file" in result.output
     assert said.lower() in result.output.lower(), result.output
     assert _left_behind(local_state) == before
+
+
+def test_file_text_is_never_taken_for_rich_emoji_or_markup(tmp_path, local_state):
+    """A file's text in a message stays text: ``:x:`` was rendered as an emoji by rich."""
+    path = tmp_path / "users.csv"
+    path.write_text("root:x:0:0:[bold]root[/bold]\ndaemon:x:1:1\n")
+    conf = {"dataset": "user_file", "user_file_path": str(path)}
+    result = RUNNER.invoke(app, ["run", "--conf", json.dumps(conf)])
+    assert result.exit_code == 2, result.output
+    assert "❌" not in result.output
+    assert ":x:" in result.output and "[bold]" in result.output

@@ -45,7 +45,7 @@ from balancebench.schema import parse_json_object, quoted, terminal_safe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 # soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
-console = Console(soft_wrap=True)
+console = Console(soft_wrap=True, emoji=False)  # ":x:" in a file is text, not an emoji
 DAG_ID = "balance_experiment"
 SWEEP_DAG_ID = "nightly_sweep"
 _DEFAULTS = defaults()
