@@ -25,7 +25,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
-from dag_settings import MODEL_CRON
+from dag_settings import MODEL_CRON, schedule_after_start
 from dag_steps import require_generated
 
 from balancebench import pipeline
@@ -36,7 +36,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_swee
 
 @dag(
     dag_id="model_experiment",
-    schedule=MODEL_CRON,
+    schedule=schedule_after_start(MODEL_CRON),
     catchup=False,
     doc_md=__doc__,
     params=dag_params(MODEL_EXPERIMENT_PARAMS, model_param_section),

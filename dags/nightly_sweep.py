@@ -6,7 +6,8 @@ cell run `repetitions` times, compared with the cell's own history. With the Par
 `figure` (3a, 3b, 6a, 6b, 7, 8) it runs one of paper 000's experiments instead (its grid and
 Params fixed, scaled as `balancebench.paper000` states) and also draws the paper-style
 figure (on the parent run, under `figure/`). Runs every night at
-`BALANCEBENCH_NIGHTLY_CRON` (default 02:00; `plugins/dag_settings.py`), no catchup.
+`BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
+its first run is the next 02:00 after the service starts, never one already past.
 Wiring only; every step is a function of `balancebench.pipeline`.
 
 1. **generate**: checks the Params (grid, repetitions and every shared Param: a bad
@@ -33,7 +34,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
-from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY
+from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY, schedule_after_start
 from dag_steps import require_generated
 
 from balancebench import pipeline
@@ -44,7 +45,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
 
 @dag(
     dag_id="nightly_sweep",
-    schedule=NIGHTLY_CRON,
+    schedule=schedule_after_start(NIGHTLY_CRON),
     catchup=False,
     is_paused_upon_creation=False,
     doc_md=__doc__,

@@ -1,9 +1,12 @@
 """Settings the DAG files read from the environment: the one place to change them.
 
 - ``BALANCEBENCH_NIGHTLY_CRON``: when ``nightly_sweep`` runs (cron, default ``0 2 * * *``,
-  02:00 in Airflow's time zone; ``none`` = only when triggered).
+  02:00 UTC; ``none`` = only when triggered).
 - ``BALANCEBENCH_MODEL_CRON``: when ``model_experiment`` runs on its defaults (default
   ``none``: only when triggered).
+
+A scheduled DAG's first run is the next slot *after* the service starts, never the one
+just past (``schedule_after_start``).
 - ``BALANCEBENCH_TIMED_CONCURRENCY``: how many timed Spark runs of one DAG run may share
   the machine (default 1: runs that are compared must not compete for its cores). Logged
   on every run as the param ``timed_concurrency``.
@@ -15,7 +18,22 @@ airflow-stop && make airflow``) after changing one.
 
 from __future__ import annotations
 
+import datetime
 import os
+
+from airflow.sdk import CronTriggerTimetable
+
+
+def schedule_after_start(cron: str | None) -> CronTriggerTimetable | None:
+    """A cron schedule (UTC) whose first run is the next slot after the DAG is first seen.
+
+    A cron string alone gives ``CronTriggerTimetable(run_immediately=datetime.timedelta(0))``, whose
+    first run is still the slot just past when it is less than 10% of the period ago
+    (Airflow 3's ``_calc_first_run``: ``False`` is treated like ``None``): ``make
+    airflow`` at 02:16 started the full 02:00 sweep at once. A zero buffer never does."""
+    if cron is None:
+        return None
+    return CronTriggerTimetable(cron, timezone="UTC", run_immediately=datetime.timedelta(0))
 
 
 def _cron(name: str, default: str | None) -> str | None:

@@ -125,3 +125,24 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
         # Timed runs do not share the machine unless the user asks for it.
         assert mapped.partial_kwargs["max_active_tis_per_dag"] == 1
         assert mapped.partial_kwargs["map_index_template"] == "{{ task.name }}"
+
+
+def test_starting_the_service_never_starts_a_past_nightly_slot(dagbag, monkeypatch):
+    """`make airflow` at 02:16 UTC started the 02:00 sweep at once (Airflow's
+    run_immediately buffer of 10% of a day): the first run is the next 02:00."""
+    import datetime
+
+    import airflow.timetables.trigger as trigger
+    from airflow.timetables.base import TimeRestriction
+
+    started = datetime.datetime(2026, 11, 26, 2, 16, tzinfo=datetime.UTC)
+    monkeypatch.setattr(trigger, "utcnow", lambda: started)
+    from airflow.serialization.encoders import coerce_to_core_timetable
+
+    # The timetable as the scheduler holds it (the DAG file's, turned into core's).
+    timetable = coerce_to_core_timetable(dagbag.dags["nightly_sweep"].timetable)
+    first = timetable.next_dagrun_info(
+        last_automated_data_interval=None,
+        restriction=TimeRestriction(earliest=None, latest=None, catchup=False),
+    )
+    assert first.run_after == datetime.datetime(2026, 11, 27, 2, 0, tzinfo=datetime.UTC)
