@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 from dag_settings import DRIVER_MEMORY, TIMED_CONCURRENCY
 from dag_steps import require_generated
+from spark_run import StrategyRunOperator
 
 from balancebench import pipeline
 from balancebench.params import EXPERIMENT_PARAMS, param_section
@@ -74,7 +74,7 @@ def balance_experiment() -> None:
         return text
 
     generated = generate()
-    runs = SparkSubmitOperator.partial(
+    runs = StrategyRunOperator.partial(
         task_id="run_strategy",
         application=str(SPARK_APP),
         conn_id="spark_default",

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY, schedule_after_start
 from dag_steps import require_generated
+from spark_run import StrategyRunOperator
 
 from balancebench import pipeline
 from balancebench.sweep import SWEEP_PARAMS, sweep_param_section
@@ -96,7 +96,7 @@ def nightly_sweep() -> None:
         print("no regression")
 
     generated = generate()
-    runs = SparkSubmitOperator.partial(
+    runs = StrategyRunOperator.partial(
         task_id="run_cell",
         application=str(SPARK_APP),
         conn_id="spark_default",

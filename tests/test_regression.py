@@ -147,3 +147,41 @@ def test_tonights_repetitions_count_as_noise_and_tiny_changes_never_alert():
     assert not verdict.regressed
     # A real slow-down is far beyond both: 1.5 s of extra plan work per plan.
     assert judge("plan_time_ms_mean", history, 1502.0, LOWER, [1501.0, 1503.0]).regressed
+
+
+def test_the_grid_is_its_axis_params_unless_a_json_grid_is_given():
+    """The form's axis Params (multi-selects and number lists) build the grid; the JSON
+    grid stays for scripts; both at once is refused, naming them."""
+    params = validate_sweep_params(
+        {
+            "grid_workloads": ["topk"],
+            "grid_strategies": ["hash", "mnrt"],
+            "grid_zipf_s": [1.2],
+            "grid_n_nodes": [4],
+        }
+    )
+    assert params["grid"] == {
+        "workloads": ["topk"],
+        "strategies": ["hash", "mnrt"],
+        "zipf_s": [1.2],
+        "n_nodes": [4],
+    }
+    assert [c.label for c in cells(params["grid"])] == [
+        "topk · hash · s=1.2 · N=4",
+        "topk · mnrt · s=1.2 · N=4",
+    ]
+    script = {"workloads": ["topk"], "strategies": ["hash"], "zipf_s": [1.0], "n_nodes": [8]}
+    assert validate_sweep_params({"grid": script})["grid"] == script
+    with pytest.raises(ValueError, match=r"grid: the JSON grid .*'grid_strategies'"):
+        validate_sweep_params({"grid": script, "grid_strategies": ["qmmp"]})
+    with pytest.raises(ValueError, match="grid_strategies"):
+        validate_sweep_params({"grid_strategies": ["nope"]})
+
+
+def test_the_form_draws_the_name_axes_as_multi_selects():
+    from balancebench.sweep import SWEEP_PARAMS
+
+    for axis in ("grid_workloads", "grid_strategies"):
+        spec = SWEEP_PARAMS[axis]
+        assert spec["type"] == "array" and spec["examples"] == spec["items"]["enum"]
+    assert SWEEP_PARAMS["grid"]["default"] is None

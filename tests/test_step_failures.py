@@ -5,6 +5,7 @@ store: no run is left RUNNING for the next command to close with a guessed reaso
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 
@@ -67,3 +68,34 @@ def test_failure_cause_is_one_short_escaped_line():
     assert cause == "ValueError: first \\x1b[31mline"
     full = tracking.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
     assert full.startswith("no space left on /data/x")
+
+
+def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
+    """The listener Airflow calls when a DAG run ends (marked failed or success by a
+    user included) closes that DAG run's RUNNING MLflow runs as KILLED with Airflow's
+    message, and no other DAG run's."""
+    import sys
+    import types
+    from pathlib import Path
+
+    from balancebench.local_env import airflow_env
+
+    # Airflow reads its plugins folder when first imported (as tests/test_dag.py does).
+    os.environ.update(airflow_env())
+    import airflow  # noqa: F401  (puts the plugins folder on sys.path)
+
+    plugins = str(Path(__file__).resolve().parents[1] / "plugins")
+    if plugins not in sys.path:  # Airflow imported earlier without the environment
+        sys.path.append(plugins)  # kept: undoing it would also undo Airflow's own entry
+    import spark_run
+
+    stopped = _open_parent("manual__stopped")
+    other = _open_parent("manual__other_run")
+    dag_run = types.SimpleNamespace(dag_id="balance_experiment", run_id="manual__stopped")
+    spark_run.MlflowRunsListener().on_dag_run_failed(
+        dag_run=dag_run, msg="Dag Run's state was manually set to `failed`."
+    )
+    run = tracking._mlflow().get_run(stopped["parent_run_id"])
+    assert run.info.status == "KILLED"
+    assert "manually set to `failed`" in run.data.tags["balancebench.killed_reason"]
+    assert tracking._mlflow().get_run(other["parent_run_id"]).info.status == "RUNNING"

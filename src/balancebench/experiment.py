@@ -394,6 +394,7 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     experiment_id = tracking.ensure_experiment(params["experiment"])
     run_params = {
         # Only what applies to this run: not other datasets', strategies' or workloads'.
+        # The strategy's own parameters are among them, once (<strategy>_<param>).
         **tracking.flat_params(applicable_params(params, [spec.strategy])),
         "strategy": spec.strategy,
         "strategy_kind": strategy_kind(spec.strategy),
@@ -406,7 +407,6 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         "spark_master": sc.master,
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
-        **{f"strategy.{k}": str(v) for k, v in strategy.params().items()},
         "timed_concurrency": str(spec.concurrency),
     }
     if spec.plan_extra_work_ms:

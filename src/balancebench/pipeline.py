@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +42,9 @@ def ends_runs_on_failure(step: Step) -> Step:
             ids = (found[0]["dag_id"], found[0]["run_id"]) if found else args[1:3]
             if len(ids) == 2 and all(isinstance(i, str) for i in ids):
                 with contextlib.suppress(Exception):  # the store may be what failed
-                    tracking.fail_runs_of_dag_run(ids[0], ids[1], tracking.failure_cause(exc))
+                    tracking.close_runs_of_dag_run(
+                        ids[0], ids[1], "FAILED", tracking.failure_cause(exc)
+                    )
             raise
 
     return guarded  # type: ignore[return-value]
@@ -167,6 +170,7 @@ def submit_args(generated: dict[str, Any], concurrency: int = 1) -> list[dict[st
                 dag_id=generated["dag_id"],
                 dag_run_id=generated["run_id"],
                 concurrency=concurrency,
+                tags={tracking.SUBMISSION_TAG: uuid.uuid4().hex},
             ).to_args(),
             "name": s,
         }
@@ -212,7 +216,9 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     client.log_artifact(parent, str(png))
     won = winners(table)
     _log_parent_summary(client, parent, table, won)
-    text = table.drop(columns=["run_id"]).to_string(index=False)
+    # Metrics as rows, strategies as columns: a log line per metric, never 22 columns
+    # on one line cut off by the log viewer.
+    text = table.drop(columns=["run_id"]).set_index("strategy").T.to_string()
     verdict = "; ".join(f"{m}: {s}" for m, s in won.items())
     if missing:
         tracking.end_run(parent, "FAILED", f"strategies without a finished run: {missing}")
@@ -332,7 +338,8 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         f"{dag_id} {run_id}: {len(found)} cells ({' x '.join(_grid_text(grid))}) x "
         f"{p['repetitions']} repetitions, {p['n_tuples']} tuples, seed {p['seed']}. One child "
         "per cell (mean, std and bootstrap 95% CI over its repetitions), one run per "
-        "repetition under it. The report (report.html) shows the winners, CIs and regressions."
+        "repetition under it. The report (report.html) shows the CIs, the winners where "
+        "they separate, and the regression check per cell."
     )
     logged = {
         "grid": grid,
@@ -455,6 +462,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
                     CELL_KEY_TAG: key,
                     SWEEP_TAG: parent,
                     "balancebench.repetition": str(rep),
+                    tracking.SUBMISSION_TAG: uuid.uuid4().hex,
                 },
                 concurrency=concurrency,
                 plan_extra_work_ms=float(slow),
@@ -487,7 +495,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     from balancebench import regression
     from balancebench.paper000 import FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
-    from balancebench.report import text_summary, write_report
+    from balancebench.report import cell_check, text_summary, write_report
     from balancebench.sweep import cells, repetition_stats
 
     p, parent = generated["params"], generated["parent_run_id"]
@@ -497,11 +505,12 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     cell_runs = tracking.child_runs(parent)
     by_label = {r["tags.mlflow.runName"]: r["run_id"] for _, r in cell_runs.iterrows()}
     rows, regressed, changes, incomplete = [], [], [], []
+    checks = {}
     for cell in cells(p["grid"]):
         run_id = by_label[cell.label]
         key = client.get_run(run_id).data.tags[CELL_KEY_TAG]
-        reps = tracking.child_runs(run_id)
-        done = reps[reps["status"] == "FINISHED"] if len(reps) else reps
+        children = tracking.child_runs(run_id)
+        done = children[children["status"] == "FINISHED"] if len(children) else children
         row: dict[str, Any] = {
             "label": cell.label,
             "workload": cell.workload,
@@ -532,9 +541,12 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         for m, direction in regression.TIMED.items():
             if f"{m}_mean" not in metrics or m not in p["regression_metrics"]:
                 continue
-            past = history[f"metrics.{m}"].dropna().tolist() if len(history) else []
-            reps = done[f"metrics.{m}"].dropna().tolist()
-            verdicts.append(regression.judge(m, past, metrics[f"{m}_mean"], direction, reps))
+            col = f"metrics.{m}"
+            past = history[col].dropna().tolist() if len(history) and col in history else []
+            tonight = done[col].dropna().tolist()
+            verdicts.append(regression.judge(m, past, metrics[f"{m}_mean"], direction, tonight))
+        checks[cell.label] = cell_check(verdicts, history)
+        row["earlier_runs"] = float(len(history))
         bad = [v for v in verdicts if v.regressed]
         if bad:
             row["regressed"] = True
@@ -559,8 +571,9 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         title,
         lambda rid: f"{ui}/#/experiments/{experiment_id}/runs/{rid}",
         reports_dir() / f"{parent}.html",
+        checks,
     )
-    text = text_summary(table, regressed, changes)
+    text = text_summary(table, regressed, changes, checks)
     (reports_dir() / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
     table.to_csv(reports_dir() / f"{parent}.csv", index=False)
     client.log_artifact(parent, str(html_path), "report")
@@ -574,7 +587,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     if p["figure"] != "none" and not table.empty:
         fig = get_figure(p["figure"])
         caption = (
-            f"{fig.scale}; {p['repetitions']} repetitions, mean and bootstrap 95% CI; "
+            f"{fig.scale}; {p['repetitions']} repetitions, mean, bars: bootstrap 95% CI; "
             f"seed {p['seed']}; sweep run {parent[:8]}"
         )
         figure_path = draw_figure(table, fig, results_dir() / parent, caption)

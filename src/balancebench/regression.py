@@ -72,6 +72,9 @@ class Verdict:
     change: float | None
     threshold: float | None
     regressed: bool
+    #: Earlier values the baseline and the noise were taken over (the last ``HISTORY_RUNS``
+    #: finite ones; 0: no history).
+    history_runs: int = 0
 
     def text(self) -> str:
         if self.baseline is None:
@@ -109,6 +112,7 @@ def judge(
     if not finite or not np.isfinite(current):
         return Verdict(metric, direction, current, None, None, None, False)
     base = baseline(finite, direction)
+    used = len(finite[-HISTORY_RUNS:])
     noise = np.asarray(
         finite[-HISTORY_RUNS:] + [float(v) for v in tonight if np.isfinite(v)], dtype=float
     )
@@ -121,11 +125,25 @@ def judge(
         # No relative change from a zero baseline: any bad move beyond the noise counts.
         worse = large_enough and delta > STDEVS * stdev
         return Verdict(
-            metric, direction, current, base, float("inf") if worse else 0.0, threshold, worse
+            metric,
+            direction,
+            current,
+            base,
+            float("inf") if worse else 0.0,
+            threshold,
+            worse,
+            used,
         )
     change = delta / abs(base)
     return Verdict(
-        metric, direction, current, base, change, threshold, large_enough and change > threshold
+        metric,
+        direction,
+        current,
+        base,
+        change,
+        threshold,
+        large_enough and change > threshold,
+        used,
     )
 
 

@@ -1,10 +1,15 @@
 """The report page of a sweep: one self-contained HTML file (figures embedded as PNG).
 
-Per workload and node count, each timed headline figure against skew, one line per
-strategy (its one colour, ``compare.strategy_color``) with the bootstrap 95% confidence
-band over the repetitions; under each figure, its good direction and the winner at each
-skew. Then the table of every cell (mean and CI), regressed cells highlighted, each
-linked to its MLflow run.
+Per workload and node count (and tolerance, when the grid varies it), each timed headline
+figure against skew, one line per strategy (its one colour, ``compare.strategy_color``):
+the mean over the repetitions with its bootstrap 95% confidence interval drawn as error
+bars. Under each figure, its good direction and, per compared group of cells (same
+workload, skew, node count and tolerance), the winner only where the data supports one
+(:func:`clear_winner`: at least ``MIN_REPETITIONS`` repetitions in every compared cell and
+the best CI clear of every other). Then the table of every cell (mean and CI; cells with
+too few repetitions flagged; regressed cells highlighted), each linked to its MLflow run,
+and per cell what the regression check compared against: the baseline, the threshold, how
+many earlier runs, and the last earlier runs' values linked to their MLflow runs.
 """
 
 from __future__ import annotations
@@ -12,21 +17,39 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 from balancebench.compare import strategy_color, strategy_order
-from balancebench.regression import HIGHER, TIMED
+from balancebench.regression import HIGHER, TIMED, Verdict
+
+#: Fewer finished repetitions than this in a compared cell: no winner is named.
+MIN_REPETITIONS: Final[int] = 3
+#: The earlier runs shown per figure in the regression check.
+SHOWN_RUNS: Final[int] = 3
+#: The cells one winner is chosen among: same workload, skew, node count and tolerance.
+COMPARED: Final[tuple[str, ...]] = ("workload", "zipf_s", "n_nodes", "tolerance")
+#: What the figures draw around each mean (the legend and the captions say it).
+CI_DRAWN: Final[str] = "bars: bootstrap 95% CI of the mean over repetitions"
+FEW_REPETITIONS: Final[str] = f"fewer than {MIN_REPETITIONS} repetitions"
+OVERLAP, ONE_STRATEGY = "CIs overlap", "one strategy"
 
 CSS = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
 th:first-child, td:first-child { text-align: left; }
+td.text { text-align: left; }
 tr.regressed td { background: #fdd; }
+td.few { background: #ffe9b3; }
 .flag { color: #b00; font-weight: bold; }
+.warn { color: #8a5a00; font-weight: bold; }
 figure { margin: 1em 0; }
 img { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; }
@@ -37,31 +60,188 @@ def metric_cols(metric: str) -> tuple[str, str, str]:
     return f"{metric}_mean", f"{metric}_ci95_lo", f"{metric}_ci95_hi"
 
 
-def skew_winners(cells: pd.DataFrame, metric: str) -> dict[float, str]:
-    """Per skew, the strategy with the best mean (its good direction)."""
-    mean = metric_cols(metric)[0]
-    out = {}
-    for s, group in cells.dropna(subset=[mean]).groupby("zipf_s"):
-        best = group[mean].idxmax() if TIMED[metric] == HIGHER else group[mean].idxmin()
-        out[float(s)] = str(group.loc[best, "strategy"])
+def _num(value: Any) -> str:
+    return f"{value:.4g}"
+
+
+def _reps(row: Any) -> float:
+    """A cell's finished repetitions (NaN when the table does not say)."""
+    value = row.get("repetitions_finished")
+    return math.nan if value is None else float(value)
+
+
+def _few(reps: float) -> bool:
+    """Fewer than ``MIN_REPETITIONS`` (or unknown): the CI says little."""
+    return not reps >= MIN_REPETITIONS
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One strategy's mean and bootstrap 95% CI of a figure in one cell."""
+
+    strategy: str
+    mean: float
+    lo: float
+    hi: float
+
+    def text(self, name: Callable[[str], str] = str) -> str:
+        return f"{name(self.strategy)} {_num(self.mean)} [{_num(self.lo)}, {_num(self.hi)}]"
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The verdict on one figure in one compared group: ``strategy`` is set only when the
+    data supports it; ``reason`` says why not otherwise."""
+
+    metric: str
+    direction: str
+    strategy: str | None
+    reason: str | None = None
+    #: The best mean, and the nearest other: the runner-up (a winner is named) or the
+    #: strategy whose CI overlaps the best one's.
+    best: Estimate | None = None
+    other: Estimate | None = None
+    #: Cells of the group with fewer than ``MIN_REPETITIONS`` repetitions: (strategy, n).
+    few: tuple[tuple[str, float], ...] = ()
+
+    def text(
+        self, name: Callable[[str], str] = str, win: Callable[[str], str] | None = None
+    ) -> str:
+        """One line; ``name`` formats a strategy's name, ``win`` the winner's."""
+        win = win or name
+        if self.strategy is not None and self.best is not None and self.other is not None:
+            return (
+                f"winner {self.best.text(win)}; its CI is clear of the runner-up "
+                f"{self.other.text(name)}"
+            )
+        if self.reason == FEW_REPETITIONS:
+            counts = ", ".join(f"{name(s)} {_count(n)}" for s, n in self.few)
+            return f"{FEW_REPETITIONS}: no winner named ({counts})"
+        if self.reason == OVERLAP and self.best is not None and self.other is not None:
+            return (
+                f"no clear winner ({OVERLAP}: best {self.best.text(name)} vs "
+                f"{self.other.text(name)})"
+            )
+        if self.reason == ONE_STRATEGY and self.best is not None:
+            return f"no winner named: only {self.best.text(name)} measured"
+        return f"no winner named: {self.reason or 'no data'}"
+
+
+def _count(n: float) -> str:
+    return "?" if n != n else f"{n:g}"
+
+
+def clear_winner(rows: pd.DataFrame, metric: str, direction: str | None = None) -> Winner:
+    """The winner of ``metric`` among ``rows`` (the cells of one compared group, one per
+    strategy), named only when the data supports it: every cell has at least
+    ``MIN_REPETITIONS`` finished repetitions and the best mean's bootstrap 95% CI overlaps
+    no other strategy's (the runner-up's, nor a wider one's further back). ``direction``
+    defaults to the figure's good direction (``regression.TIMED``)."""
+    direction = direction or TIMED[metric]
+    mean, lo, hi = metric_cols(metric)
+    few = tuple((str(r["strategy"]), _reps(r)) for _, r in rows.iterrows() if _few(_reps(r)))
+    if mean not in rows:
+        return Winner(metric, direction, None, "figure not measured")
+    if few:
+        return Winner(metric, direction, None, FEW_REPETITIONS, few=few)
+    measured = rows.dropna(subset=[mean])
+    if measured.empty:
+        return Winner(metric, direction, None, "no data")
+    ranked = measured.sort_values(mean, ascending=direction != HIGHER, kind="stable")
+    estimates = [
+        Estimate(str(r["strategy"]), float(r[mean]), float(r[lo]), float(r[hi]))
+        for _, r in ranked.iterrows()
+    ]
+    best, others = estimates[0], estimates[1:]
+    if not others:
+        return Winner(metric, direction, None, ONE_STRATEGY, best=best)
+    if any(math.isnan(v) for e in estimates for v in (e.lo, e.hi)):
+        return Winner(metric, direction, None, "no CI", best=best)
+    overlapping = [e for e in others if e.lo <= best.hi and best.lo <= e.hi]
+    if overlapping:
+        return Winner(metric, direction, None, OVERLAP, best=best, other=overlapping[0])
+    return Winner(metric, direction, best.strategy, best=best, other=others[0])
+
+
+def _sections(cells: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """The report's sections: per workload and node count, and per tolerance when the
+    table has more than one (a figure's x axis is the skew)."""
+    keys = ["workload", "n_nodes"]
+    several = "tolerance" in cells and cells["tolerance"].nunique(dropna=False) > 1
+    if several:
+        keys.append("tolerance")
+    for key, part in cells.groupby(keys, sort=True, dropna=False):
+        heading = f"{key[0]}, N = {key[1]}" + (f", tol = {key[2]:g}" if several else "")
+        yield heading, part
+
+
+def figure_verdicts(part: pd.DataFrame) -> list[tuple[str, list[tuple[str, Winner]]]]:
+    """Per timed figure of a section: its heading (with its good direction) and, per
+    compared group (skew), the :func:`clear_winner` verdict."""
+    keys = [k for k in COMPARED if k in part]
+    out = []
+    for metric, direction in TIMED.items():
+        if metric_cols(metric)[0] not in part:
+            continue
+        groups = []
+        for _, group in part.groupby(keys, sort=True, dropna=False):
+            label = f"s={float(group['zipf_s'].iloc[0]):g}"
+            groups.append((label, clear_winner(group, metric, direction)))
+        out.append((f"{metric} ({direction} is better)", groups))
     return out
 
 
-def winner_lines(part: pd.DataFrame, bold: Any = str) -> list[str]:
-    """Per timed figure: its direction and the winner at each skew (``bold`` formats a
-    strategy's name)."""
-    lines = []
-    for metric in TIMED:
-        if metric_cols(metric)[0] not in part:
-            continue
-        won = skew_winners(part, metric)
-        best = ", ".join(f"s={s:g}: {bold(w)}" for s, w in sorted(won.items()))
-        lines.append(f"{metric} ({TIMED[metric]} is better): winner {best}")
-    return lines
+@dataclass(frozen=True)
+class CellCheck:
+    """What one cell's regression check compared tonight against."""
+
+    #: Earlier finished repetition runs of the same cell (same Params) in earlier sweeps.
+    earlier_runs: int
+    verdicts: tuple[Verdict, ...]
+    #: Per figure: the last ``SHOWN_RUNS`` earlier values as (run id, value), oldest first.
+    last_runs: dict[str, tuple[tuple[str, float], ...]]
+    #: The last ``SHOWN_RUNS`` earlier runs' ids, oldest first.
+    last_ids: tuple[str, ...] = ()
+
+    @property
+    def regressed(self) -> list[str]:
+        return [v.metric for v in self.verdicts if v.regressed]
+
+    def text(self) -> str:
+        if not self.verdicts:
+            return "not checked (no finished repetition tonight)"
+        if not self.earlier_runs:
+            return "no history yet"
+        ids = ", ".join(r[:8] for r in self.last_ids)
+        verdict = f"REGRESSED: {', '.join(self.regressed)}" if self.regressed else "no regression"
+        return (
+            f"checked against {self.earlier_runs} earlier run(s) (last: {ids}); "
+            f"{len(self.verdicts)} figure(s): {verdict}"
+        )
+
+
+def cell_check(verdicts: list[Verdict], history: pd.DataFrame) -> CellCheck:
+    """A cell's :class:`CellCheck` from its verdicts and its history (MLflow's
+    ``search_runs`` frame of the earlier runs, oldest first: ``run_id``, ``metrics.<m>``)."""
+    last: dict[str, tuple[tuple[str, float], ...]] = {}
+    for v in verdicts:
+        col = f"metrics.{v.metric}"
+        if len(history) and col in history:
+            found = history[["run_id", col]].dropna()
+            found = found[found[col].astype(float).map(math.isfinite)]
+            last[v.metric] = tuple(
+                (str(rid), float(value))
+                for rid, value in found.tail(SHOWN_RUNS).itertuples(index=False)
+            )
+    ids = tuple(str(r) for r in history["run_id"].tail(SHOWN_RUNS)) if len(history) else ()
+    return CellCheck(len(history), tuple(verdicts), last, ids)
 
 
 def _figure(cells: pd.DataFrame, title: str) -> str:
-    """PNG (base64) of every timed headline figure against skew, CI bands shaded."""
+    """PNG (base64) of every timed headline figure against skew: per strategy the means,
+    the bootstrap 95% CI as error bars, hollow markers where a cell has fewer than
+    ``MIN_REPETITIONS`` repetitions; strategies offset slightly along the skew so their
+    bars do not hide each other."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,25 +253,34 @@ def _figure(cells: pd.DataFrame, title: str) -> str:
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows), squeeze=False)
     for ax in axes.flat[len(metrics) :]:
         ax.set_visible(False)
+    strategies = strategy_order(cells["strategy"].unique().tolist())
+    skews = cells["zipf_s"].astype(float)
+    step = 0.015 * (float(skews.max() - skews.min()) or 1.0)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         mean, lo, hi = metric_cols(metric)
-        for strategy in strategy_order(cells["strategy"].unique().tolist()):
+        for i, strategy in enumerate(strategies):
             part = cells[cells["strategy"] == strategy].sort_values("zipf_s")
+            x = part["zipf_s"].to_numpy(float) + (i - (len(strategies) - 1) / 2) * step
+            y = part[mean].to_numpy(float)
             color = strategy_color(strategy)
+            below = np.clip(y - part[lo].to_numpy(float), 0, None)
+            above = np.clip(part[hi].to_numpy(float) - y, 0, None)
             ax.errorbar(
-                part["zipf_s"],
-                part[mean],
-                yerr=[part[mean] - part[lo], part[hi] - part[mean]],
+                x,
+                y,
+                yerr=[below, above],
                 marker="o",
                 color=color,
                 label=strategy,
                 capsize=3,
             )
-            ax.fill_between(part["zipf_s"], part[lo], part[hi], color=color, alpha=0.2)
+            if "repetitions_finished" in part:
+                few = np.array([_few(float(n)) for n in part["repetitions_finished"]], bool)
+                ax.plot(x[few], y[few], "o", color=color, markerfacecolor="white", zorder=3)
         ax.set_title(f"{metric} ({TIMED[metric]} is better)", fontsize=9)
         ax.set_xlabel("zipf_s")
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
+    axes.flat[0].legend(fontsize=8, title="bars: bootstrap 95% CI", title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     buf = io.BytesIO()
@@ -106,17 +295,101 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
 
 
-def text_summary(cells: pd.DataFrame, regressions: list[str], changes: list[str]) -> str:
-    """The report in plain text (``balancebench report --sweep`` prints it)."""
+def _few_cells(cells: pd.DataFrame) -> list[tuple[str, float]]:
+    return [(str(r["label"]), _reps(r)) for _, r in cells.iterrows() if _few(_reps(r))]
+
+
+def _checked(checks: dict[str, CellCheck] | None) -> str:
+    """The regression count's context: how many cells had a history to compare with."""
+    if checks is None:
+        return "per-cell history not given"
+    with_history = [c for c in checks.values() if c.verdicts and c.earlier_runs]
+    none_yet = [c for c in checks.values() if c.verdicts and not c.earlier_runs]
+    unchecked = [c for c in checks.values() if not c.verdicts]
+    parts = [f"{len(with_history)} of {len(checks)} cell(s) checked against earlier runs"]
+    if with_history:
+        runs = sorted(c.earlier_runs for c in with_history)
+        spread = f"{runs[0]}" if runs[0] == runs[-1] else f"{runs[0]} to {runs[-1]}"
+        parts[0] += f" ({spread} each)"
+    parts.append(f"{len(none_yet)} with no history yet")
+    if unchecked:
+        parts.append(f"{len(unchecked)} not checked (no finished repetition)")
+    return "; ".join(parts)
+
+
+def text_summary(
+    cells: pd.DataFrame,
+    regressions: list[str],
+    changes: list[str],
+    checks: dict[str, CellCheck] | None = None,
+) -> str:
+    """The report in plain text (``balancebench report --sweep`` prints it); ``checks``:
+    per cell label, what its regression check compared against."""
     lines = []
-    for (workload, n), part in cells.groupby(["workload", "n_nodes"]):
-        lines.append(f"{workload}, N = {n}:")
-        lines += [f"  {line}" for line in winner_lines(part)]
-    lines.append(f"regressions: {len(regressions)}")
+    for heading, part in _sections(cells):
+        lines.append(f"{heading} (mean [bootstrap 95% CI]):")
+        for metric, groups in figure_verdicts(part):
+            lines.append(f"  {metric}:")
+            lines += [f"    {label}: {w.text()}" for label, w in groups]
+    few = _few_cells(cells)
+    lines.append(f"cells with {FEW_REPETITIONS} (their CIs say little): {len(few)}")
+    lines += [f"  {label}: {_count(n)} repetition(s)" for label, n in few]
+    lines.append(f"regressions: {len(regressions)} regressed figure(s); {_checked(checks)}")
     lines += [f"  {r}" for r in regressions]
     lines.append(f"changed deterministic figures: {len(changes)}")
     lines += [f"  {c}" for c in changes]
+    if checks is not None:
+        lines.append("regression check per cell:")
+        lines += [f"  {label}: {check.text()}" for label, check in checks.items()]
     return "\n".join(lines)
+
+
+def _check_rows(
+    label: str, run_id: str | None, check: CellCheck, run_url: Callable[[str], str]
+) -> list[str]:
+    """The rows of one cell in the regression-check table."""
+    name = html.escape(label)
+    if run_id:
+        name = f"<a href='{html.escape(run_url(run_id))}'>{name}</a>"
+    if not check.verdicts or not check.earlier_runs:
+        return [
+            f"<tr><td>{name}</td><td>0</td>"
+            f"<td class='text' colspan='8'>{html.escape(check.text())}</td></tr>"
+        ]
+    out = []
+    for i, v in enumerate(check.verdicts):
+        cls = " class='regressed'" if v.regressed else ""
+        first = (
+            f"<td rowspan='{len(check.verdicts)}'>{name}</td>"
+            f"<td rowspan='{len(check.verdicts)}'>{check.earlier_runs}</td>"
+            if i == 0
+            else ""
+        )
+        runs = ", ".join(
+            f"{_num(value)} (<a href='{html.escape(run_url(rid))}'>{html.escape(rid[:8])}</a>)"
+            for rid, value in check.last_runs.get(v.metric, ())
+        )
+        if v.baseline is None:
+            cols = [html.escape(v.metric), _num(v.current), "-", "-", "-", "0", "-"]
+            verdict = "no history for this figure"
+        else:
+            assert v.change is not None and v.threshold is not None
+            cols = [
+                html.escape(v.metric),
+                _num(v.current),
+                _num(v.baseline),
+                f"{v.change:+.1%}",
+                f"{v.threshold:.1%}",
+                str(v.history_runs),
+                runs or "-",
+            ]
+            verdict = "<span class='flag'>regressed</span>" if v.regressed else "ok"
+        tds = "".join(
+            f"<td class='text'>{c}</td>" if j in (0, len(cols) - 1) else f"<td>{c}</td>"
+            for j, c in enumerate(cols)
+        )
+        out.append(f"<tr{cls}>{first}{tds}<td class='text'>{verdict}</td></tr>")
+    return out
 
 
 def write_report(
@@ -126,47 +399,90 @@ def write_report(
     title: str,
     run_url: Any,
     path: Path,
+    checks: dict[str, CellCheck] | None = None,
 ) -> Path:
     """Write the HTML page; ``cells`` has one row per cell (``label``, ``workload``,
-    ``strategy``, ``zipf_s``, ``n_nodes``, ``run_id``, ``regressed`` and the
-    ``<metric>_mean/_std/_ci95_lo/_ci95_hi`` columns); ``run_url(run_id)`` links a run."""
+    ``strategy``, ``zipf_s``, ``n_nodes``, ``tolerance``, ``run_id``,
+    ``repetitions_finished``, ``regressed`` and the ``<metric>_mean/_std/_ci95_lo/_ci95_hi``
+    columns); ``run_url(run_id)`` links a run; ``checks``: per cell label, what its
+    regression check compared against."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p id='verdict'>{len(regressions)} regression(s), {len(changes)} changed "
-        "deterministic figure(s). Timed figures: mean over repetitions, bootstrap 95% CI "
-        "shaded.</p>",
+        f"<p id='verdict'>{len(regressions)} regressed figure(s): "
+        f"{html.escape(_checked(checks))} (per cell under <a href='#check'>Regression "
+        f"check</a>). {len(changes)} changed deterministic figure(s).</p>",
+        f"<p>Timed figures: mean over a cell's repetitions; {CI_DRAWN} (percentile "
+        f"bootstrap); hollow markers: {FEW_REPETITIONS}. A winner is named only where every "
+        f"compared cell has at least {MIN_REPETITIONS} repetitions and the best CI overlaps "
+        "no other.</p>",
     ]
     if regressions or changes:
         parts.append("<ul class='flag' id='regressions'>")
         parts += [f"<li>{html.escape(r)}</li>" for r in [*regressions, *changes]]
         parts.append("</ul>")
-    for (workload, n), part in cells.groupby(["workload", "n_nodes"]):
-        heading = f"{workload}, N = {n}"
-        parts.append(f"<h2>{html.escape(heading)}</h2>")
-        png = _figure(part, heading)
+    few = _few_cells(cells)
+    if few:
         parts.append(
-            f"<figure><img alt='{html.escape(heading)} figures' src='data:image/png;base64,{png}'>"
+            f"<p class='warn' id='few'>{len(few)} cell(s) with {FEW_REPETITIONS}: their CIs "
+            "say little and no winner is named among them.</p>"
         )
-        parts.append("<figcaption><ul>")
-        parts += [
-            f"<li>{line}</li>" for line in winner_lines(part, lambda w: f"<b>{html.escape(w)}</b>")
-        ]
-        parts.append("</ul></figcaption></figure>")
     metrics = [m for m in TIMED if metric_cols(m)[0] in cells]
+    for heading, part in _sections(cells):
+        parts.append(f"<h2>{html.escape(heading)}</h2><figure>")
+        if metrics:
+            png = _figure(part, heading)
+            parts.append(
+                f"<img alt='{html.escape(heading)} figures' src='data:image/png;base64,{png}'>"
+            )
+        parts.append(
+            f"<figcaption>Points: mean over repetitions; {CI_DRAWN}; hollow markers: "
+            f"{FEW_REPETITIONS}; strategies offset slightly along zipf_s.<ul>"
+        )
+        for metric, groups in figure_verdicts(part):
+            parts.append(f"<li>{html.escape(metric)}<ul>")
+            parts += [
+                f"<li>{html.escape(label)}: "
+                f"{w.text(html.escape, lambda s: f'<b>{html.escape(s)}</b>')}</li>"
+                for label, w in groups
+            ]
+            parts.append("</ul></li>")
+        parts.append("</ul></figcaption></figure>")
     parts.append("<h2>Cells</h2><table id='cells'><tr><th>cell</th><th>reps</th>")
     parts += [f"<th>{m}<br>mean [95% CI]</th>" for m in metrics]
     parts.append("</tr>")
     for _, row in cells.iterrows():
         cls = " class='regressed'" if row.get("regressed") else ""
         link = f"<a href='{html.escape(run_url(row['run_id']))}'>{html.escape(row['label'])}</a>"
-        parts.append(f"<tr{cls}><td>{link}</td><td>{_fmt(row.get('repetitions_finished'))}</td>")
+        reps = _fmt(row.get("repetitions_finished"))
+        if _few(_reps(row)):
+            reps = f"<td class='few'>{reps} <span class='warn'>{FEW_REPETITIONS}</span></td>"
+        else:
+            reps = f"<td>{reps}</td>"
+        parts.append(f"<tr{cls}><td>{link}</td>{reps}")
         for m in metrics:
             mean, lo, hi = metric_cols(m)
             parts.append(f"<td>{_fmt(row[mean])} [{_fmt(row[lo])}, {_fmt(row[hi])}]</td>")
         parts.append("</tr>")
-    parts.append("</table></body></html>")
+    parts.append("</table>")
+    if checks is not None:
+        run_ids = dict(zip(cells["label"], cells["run_id"], strict=False)) if len(cells) else {}
+        parts.append(
+            "<h2 id='check'>Regression check</h2><p>Per cell and timed figure: tonight's "
+            "mean against the baseline (the best rolling worst-of-3 of the cell's last "
+            "earlier runs, <code>balancebench.regression</code>); regressed when worse by "
+            "more than the threshold. Earlier runs: the same cell's finished repetition runs "
+            "(same Params) in earlier sweeps.</p>"
+            "<table id='history'><tr><th>cell</th><th>earlier runs</th><th>figure</th>"
+            "<th>tonight</th><th>baseline</th><th>change (bad direction)</th>"
+            "<th>threshold</th><th>earlier values used</th>"
+            f"<th>last {SHOWN_RUNS} earlier runs</th><th>verdict</th></tr>"
+        )
+        for label, check in checks.items():
+            parts += _check_rows(label, run_ids.get(label), check, run_url)
+        parts.append("</table>")
+    parts.append("</body></html>")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

@@ -30,53 +30,62 @@ GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nod
 BOOTSTRAP_RESAMPLES: Final[int] = 2000
 
 _FROM_GRID = {"workload", "strategies", "zipf_s", "n_nodes"}
+#: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param.
+_AXIS_ITEMS: dict[str, dict[str, Any]] = {
+    "workloads": {"type": "string", "enum": sorted(WORKLOADS)},
+    "strategies": {"type": "string", "enum": sorted(STRATEGIES)},
+    "zipf_s": {"type": "number", "minimum": 0, "maximum": 5},
+    "n_nodes": {"type": "integer", "minimum": 1, "maximum": 1024},
+    "tolerance": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+}
+DEFAULT_GRID: Final[dict[str, list[Any]]] = {
+    "workloads": ["topk"],
+    "strategies": ["hash", "qmmp", "mnrt"],
+    "zipf_s": [0.6, 1.0, 1.4],
+    "n_nodes": [8],
+}
+_AXIS_TITLES = {
+    "workloads": "Grid: workloads",
+    "strategies": "Grid: strategies",
+    "zipf_s": "Grid: zipf_s values",
+    "n_nodes": "Grid: N (nodes)",
+}
+
+
+def _axis(axis: str) -> dict[str, Any]:
+    return {"type": "array", "items": _AXIS_ITEMS[axis], "minItems": 1, "uniqueItems": True}
+
+
+def _axis_param(axis: str) -> dict[str, Any]:
+    """``grid_<axis>``: one axis as its own Param, so the form shows a multi-select (a
+    list of names: ``examples`` is the pick list Airflow's form draws) or a list of
+    numbers, not one JSON object its editor reformats while you type."""
+    spec = {**_axis(axis), "default": list(DEFAULT_GRID[axis])}
+    if "enum" in _AXIS_ITEMS[axis]:
+        spec["examples"] = list(_AXIS_ITEMS[axis]["enum"])
+    return {
+        **spec,
+        "title": _AXIS_TITLES[axis],
+        "description": f"The sweep's {axis} axis (ignored when the JSON grid is given).",
+        "section": "Sweep",
+    }
+
+
 SWEEP_PARAMS: dict[str, dict[str, Any]] = {
+    **{f"grid_{axis}": _axis_param(axis) for axis in GRID_AXES},
     "grid": {
-        "type": "object",
-        "properties": {
-            "workloads": {
-                "type": "array",
-                "items": {"type": "string", "enum": sorted(WORKLOADS)},
-                "minItems": 1,
-                "uniqueItems": True,
-            },
-            "strategies": {
-                "type": "array",
-                "items": {"type": "string", "enum": sorted(STRATEGIES)},
-                "minItems": 1,
-                "uniqueItems": True,
-            },
-            "zipf_s": {
-                "type": "array",
-                "items": {"type": "number", "minimum": 0, "maximum": 5},
-                "minItems": 1,
-                "uniqueItems": True,
-            },
-            "n_nodes": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 1, "maximum": 1024},
-                "minItems": 1,
-                "uniqueItems": True,
-            },
-            "tolerance": {
-                "type": "array",
-                "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
-                "minItems": 1,
-                "uniqueItems": True,
-            },
-        },
+        "type": ["object", "null"],
+        "properties": {axis: _axis(axis) for axis in (*GRID_AXES, "tolerance")},
         "required": list(GRID_AXES),
         "additionalProperties": False,
-        "default": {
-            "workloads": ["topk"],
-            "strategies": ["hash", "qmmp", "mnrt"],
-            "zipf_s": [0.6, 1.0, 1.4],
-            "n_nodes": [8],
-        },
-        "title": "Grid",
-        "description": "workloads x strategies x zipf_s x n_nodes (x tolerance, optional: "
-        "without it every cell uses the Param tolerance); a strategy that cannot serve a "
-        "workload's operator skips that workload's cells.",
+        "default": None,
+        "title": "Grid as JSON (scripts)",
+        "description": "null: the grid is the grid_* Params above. Otherwise the whole grid "
+        'as one JSON object, e.g. {"workloads": ["topk"], "strategies": ["hash"], '
+        '"zipf_s": [1.0], "n_nodes": [8]}, optionally with a "tolerance" axis '
+        "(without it every cell uses the Param tolerance); then the grid_* Params must keep "
+        "their defaults. A strategy that cannot serve a workload's operator skips that "
+        "workload's cells.",
         "section": "Sweep",
     },
     "figure": {
@@ -216,7 +225,7 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
     if figure not in (None, NO_FIGURE):
         get_figure(figure)  # an unknown figure is named before its preset is looked up
     params = check_values(SWEEP_PARAMS, with_figure(values), what="sweep params")
-    grid = params["grid"]
+    params["grid"] = grid = _one_grid(params)
     sizes = {axis: len(grid[axis]) for axis in (*GRID_AXES, "tolerance") if axis in grid}
     check_grid_size({**sizes, "repetitions": params["repetitions"]}, params["max_runs"], "max_runs")
     found = cells(grid)
@@ -239,6 +248,22 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
     for cell in {(c.workload, c.strategy, c.n_nodes): c for c in found}.values():
         cell_params(params, cell)
     return params
+
+
+def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
+    """The sweep's grid: the JSON ``grid`` (a script's, or a figure's) or else the
+    ``grid_*`` axis Params. Both at once is refused, naming the axes set."""
+    axes = {axis: params[f"grid_{axis}"] for axis in GRID_AXES}
+    if params["grid"] is None:
+        return axes
+    changed = [f"grid_{axis}" for axis in GRID_AXES if axes[axis] != DEFAULT_GRID[axis]]
+    if changed:
+        source = "the figure" if params["figure"] != NO_FIGURE else "the JSON grid"
+        raise ValueError(
+            f"grid: {source} sets the whole grid, and {changed} are set too; allowed: "
+            "one of them (leave grid null to use the grid_* Params)"
+        )
+    return params["grid"]
 
 
 def sweep_defaults() -> dict[str, Any]:

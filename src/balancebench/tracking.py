@@ -24,6 +24,9 @@ from balancebench.schema import terminal_safe
 
 ROLE_TAG = "balancebench.role"
 NOTE_TAG = "mlflow.note.content"  # what the MLflow UI shows as a description
+#: The MLflow 3 UI opens an experiment by its kind: without this tag it guesses the GenAI
+#: overview (traces, tokens, all "No data"); the classic kind opens on the runs table.
+KIND_TAG, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 EXPERIMENT_DESCRIPTION = (
     "balancebench: load-balancing and data-distribution strategies of stream processing, "
     "run side by side on Spark. One parent run per DAG run (its description says what it "
@@ -80,11 +83,17 @@ def ensure_experiment(name: str) -> str:
     mlflow = _mlflow()
     existing = mlflow.get_experiment_by_name(name)
     if existing is not None:
+        if existing.tags.get(KIND_TAG) != MODEL_TRAINING:  # one made before the tag
+            mlflow.MlflowClient().set_experiment_tag(
+                existing.experiment_id, KIND_TAG, MODEL_TRAINING
+            )
         return existing.experiment_id
     location = artifact_root() / name
     location.mkdir(parents=True, exist_ok=True)
     return mlflow.create_experiment(
-        name, artifact_location=location.as_uri(), tags={NOTE_TAG: EXPERIMENT_DESCRIPTION}
+        name,
+        artifact_location=location.as_uri(),
+        tags={NOTE_TAG: EXPERIMENT_DESCRIPTION, KIND_TAG: MODEL_TRAINING},
     )
 
 
@@ -247,6 +256,9 @@ def end_run(run_id: str, status: str, note: str | None = None) -> None:
 
 
 FAILURE_TAG = "balancebench.failure"
+#: One spark-submit's id, on the run it opens: how its Airflow task finds that run to close
+#: it when the task is stopped (``plugins/spark_run.py``).
+SUBMISSION_TAG = "balancebench.submission"
 
 
 def failure_cause(exc: BaseException) -> str:
@@ -259,25 +271,30 @@ def failure_cause(exc: BaseException) -> str:
     return terminal_safe(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 300)
 
 
-def fail_runs_of_dag_run(dag_id: str, run_id: str, cause: str) -> list[str]:
-    """Close every RUNNING run of one DAG run (tags ``airflow.dag_id``, ``airflow.run_id``)
-    as FAILED with ``cause`` (tag ``balancebench.failure`` and the description); returns
-    their ids. What a step that fails calls before it re-raises."""
+def close_runs_of_dag_run(
+    dag_id: str, run_id: str, status: str, cause: str, extra_filter: str = ""
+) -> list[str]:
+    """Close every RUNNING run of one DAG run (tags ``airflow.dag_id``, ``airflow.run_id``;
+    ``extra_filter``: more MLflow filter terms, ANDed) as ``status`` with ``cause``: a
+    FAILED run carries it as ``balancebench.failure``, a KILLED one as
+    ``balancebench.killed_reason``, both in the description. Returns their ids."""
     client = _mlflow().MlflowClient()
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
         return []
+    where = (
+        f"attributes.status = 'RUNNING' AND tags.`airflow.dag_id` = '{dag_id}' "
+        f"AND tags.`airflow.run_id` = '{run_id}'"
+    )
     runs = client.search_runs(
         experiments,
-        filter_string=(
-            f"attributes.status = 'RUNNING' AND tags.`airflow.dag_id` = '{dag_id}' "
-            f"AND tags.`airflow.run_id` = '{run_id}'"
-        ),
+        filter_string=where + (f" AND {extra_filter}" if extra_filter else ""),
         max_results=5000,
     )
+    tag = FAILURE_TAG if status == "FAILED" else reaper.REASON_TAG
     for run in runs:
-        client.set_tag(run.info.run_id, FAILURE_TAG, cause)
-        end_run(run.info.run_id, "FAILED", f"failed: {cause}")
+        client.set_tag(run.info.run_id, tag, cause)
+        end_run(run.info.run_id, status, f"{status.lower()}: {cause}")
     return [run.info.run_id for run in runs]
 
 

@@ -1,0 +1,82 @@
+"""Airflow-only glue: a strategy's Spark run, and the MLflow runs a stopped DAG run or
+task leaves open.
+
+- ``StrategyRunOperator``: ``SparkSubmitOperator`` whose ``on_kill`` (the task is marked
+  failed or success, cleared, or killed by the scheduler) stops ``spark-submit`` as
+  before and then closes the MLflow run that submission opened (found by its
+  ``balancebench.submission`` tag) as KILLED, with the reason.
+- ``MlflowRunsListener`` (registered by ``BalancebenchRunsPlugin``): when a DAG run ends,
+  however it ends (a user marking it failed or success in the UI or through the REST
+  API included), the MLflow runs of that DAG run still RUNNING (its parent, a sweep's
+  cell runs) are closed as KILLED with Airflow's message. After a normal end there are
+  none: every step closes what it opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+log = logging.getLogger(__name__)
+
+
+class StrategyRunOperator(SparkSubmitOperator):
+    """``spark-submit spark_apps/run_workload.py --spec <RunSpec>`` for one strategy run."""
+
+    def on_kill(self) -> None:
+        super().on_kill()
+        from balancebench import tracking
+        from balancebench.experiment import RunSpec
+
+        with contextlib.suppress(Exception):  # a kill must not fail on the store
+            spec = RunSpec.from_json(self.application_args[1])
+            submission = spec.tags.get(tracking.SUBMISSION_TAG)
+            if submission:
+                closed = tracking.close_runs_of_dag_run(
+                    spec.dag_id,
+                    spec.dag_run_id,
+                    "KILLED",
+                    f"its Airflow task {self.task_id} was stopped (marked failed or success, "
+                    "cleared, or killed by the scheduler) while it ran",
+                    extra_filter=f"tags.`{tracking.SUBMISSION_TAG}` = '{submission}'",
+                )
+                log.info("closed MLflow run(s) %s as KILLED", closed)
+
+
+class MlflowRunsListener:
+    """Closes the MLflow runs a DAG run left RUNNING when it ends."""
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        _close_open_runs(dag_run, msg)
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        _close_open_runs(dag_run, msg)
+
+
+def _close_open_runs(dag_run: Any, msg: str) -> None:
+    from balancebench import tracking
+
+    try:
+        closed = tracking.close_runs_of_dag_run(
+            dag_run.dag_id,
+            dag_run.run_id,
+            "KILLED",
+            f"its Airflow DAG run {dag_run.run_id} ended while the run was open: {msg}",
+        )
+    except Exception:  # a listener must never fail Airflow's own state change
+        log.exception("could not close the MLflow runs of %s", dag_run.run_id)
+        return
+    if closed:
+        log.info("closed MLflow run(s) %s of %s as KILLED", closed, dag_run.run_id)
+
+
+class BalancebenchRunsPlugin(AirflowPlugin):
+    name = "balancebench_runs"
+    listeners = [MlflowRunsListener()]
