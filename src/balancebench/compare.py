@@ -40,6 +40,27 @@ TABLE_METRICS = [
 ]
 SERIES = ["imbalance_max_over_mean", "makespan_s"]
 
+#: How a strategy run's metrics are named in MLflow, so its UI shows the headline first:
+#: the comparison table's and the sweep's figures keep their names (top of the charts);
+#: every other run-level figure is ``diag/<name>`` and every per-batch series
+#: ``batch/<name>`` (the UI groups charts by the part before "/"). Definitions are
+#: under the bare name in ``metric_definitions.json``.
+DIAG_PREFIX, BATCH_PREFIX = "diag/", "batch/"
+
+
+def logged_name(name: str, headline: frozenset[str] | set[str]) -> str:
+    """A run-level metric's MLflow name: itself if headline, else ``diag/<name>``."""
+    return name if name in headline else DIAG_PREFIX + name
+
+
+def headline_metrics() -> frozenset[str]:
+    """The run-level figures logged under their own names: the comparison table's and the
+    figures the nightly sweep aggregates (regression, exact and paper-figure metrics)."""
+    from balancebench.paper000 import FIGURE_METRICS
+    from balancebench.regression import EXACT
+
+    return frozenset([*TABLE_METRICS, *TIMED, *EXACT, *FIGURE_METRICS])
+
 
 def strategy_order(names: list[str]) -> list[str]:
     """``names`` in the registry's order (names it does not know go last, as given)."""

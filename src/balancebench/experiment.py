@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from balancebench import metrics, reaper, replay, tracking
+from balancebench.compare import BATCH_PREFIX, headline_metrics, logged_name
 from balancebench.params import applicable_params, validate_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
@@ -349,7 +350,9 @@ PROGRESS = "[balancebench progress]"
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
     """A measured batch: its series to MLflow and one progress line to the task log."""
     series = batch_metrics(result, bandwidth_mb_per_s)
-    tracking._mlflow().log_metrics(series, step=result.batch)
+    tracking._mlflow().log_metrics(
+        {BATCH_PREFIX + name: value for name, value in series.items()}, step=result.batch
+    )
     print(
         f"{PROGRESS} {label}: batch {result.batch + 1} of {n_batches} checked by the oracle; "
         f"{result.input_tuples} tuples, imbalance {result.imbalance_max_over_mean:.2f}, "
@@ -476,7 +479,8 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             "wall_s": wall_s,
             "oracle_passed": 1.0,
         }
-        mlflow.log_metrics(summary)
+        headline = headline_metrics()
+        mlflow.log_metrics({logged_name(k, headline): v for k, v in summary.items()})
         answers = [b.answer if isinstance(b.answer, list | str) else None for b in batches]
         # The answers' digest: equal digests = equal results (the sweep's exact check).
         digest = hashlib.sha256(json.dumps(answers, default=str).encode()).hexdigest()

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from balancebench import reaper, tracking
-from balancebench.compare import SERIES, comparison_figure, comparison_table, winners
+from balancebench.compare import (
+    BATCH_PREFIX,
+    SERIES,
+    comparison_figure,
+    comparison_table,
+    winners,
+)
 from balancebench.experiment import RunSpec
 from balancebench.generators import generate, generator_params
 from balancebench.params import applicable_params, validate_dataset_params, validate_params
@@ -247,7 +253,7 @@ def _log_parent_summary(client: Any, parent: str, table: Any, won: dict[str, str
 
 
 def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[float]]:
-    points = sorted(client.get_metric_history(run_id, metric), key=lambda m: m.step)
+    points = sorted(client.get_metric_history(run_id, BATCH_PREFIX + metric), key=lambda m: m.step)
     return [m.step for m in points], [m.value for m in points]
 
 
