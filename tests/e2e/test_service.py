@@ -1,7 +1,9 @@
 """The local Airflow service as its users run it (``make airflow``): started by its own
 script, a sweep triggered through the authenticated REST API twice (the second time one
-cell slowed on purpose, which exactly that cell's regression flag must catch), MLflow read
-back, the report page opened in a real headless browser, and everything stopped."""
+cell slowed on purpose, which exactly that cell's regression flag must catch; the first
+time with a manual ``balance_experiment`` beside it), MLflow read back through its server,
+Airflow's and MLflow's data found in the service's PostgreSQL, the report page opened in a
+real headless browser, and everything stopped."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from balancebench import tracking
-from tests.e2e.conftest import ROOT, TINY, only_loopback
+from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 
 # Two sweeps of 4 spark-submits, on a machine the other test workers share: the module's
 # fixtures take up to about 15 minutes there (the plugin's default limit is 900 s a test).
@@ -35,6 +37,13 @@ SWEEP = {
     # other timed figures move with the neighbours' load, not with the code.
     "regression_metrics": ["plan_time_ms_mean"],
 }
+# Triggered by hand while the first sweep runs: the two DAG runs' tasks share the scheduler,
+# the executor's slots, Airflow's database and the MLflow server.
+MANUAL = {**TINY, "strategies": ["hash"], "experiment": "e2e-concurrent-service"}
+COMPONENTS = ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
+# What a database in trouble writes (SQLAlchemy's wrapper of driver errors, PostgreSQL's
+# lock and serialization failures, SQLite's lock).
+DB_ERRORS = ("OperationalError", "deadlock detected", "could not serialize", "database is locked")
 
 
 def _free_port() -> int:
@@ -66,18 +75,42 @@ class Api:
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read() or b"null")
 
-    def run_dag(self, dag_id: str, conf: dict, timeout: float = 1100) -> tuple[str, list[dict]]:
+    def trigger(self, dag_id: str, conf: dict) -> str:
+        """Start a DAG run; returns its path in the API."""
         run = self.call(
             "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf}
         )
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
+        return f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
+
+    def wait(self, path: str, timeout: float = 1100) -> tuple[str, list[dict], dict]:
+        """State, task instances and the DAG run itself, once it has finished."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            state = self.call("GET", path)["state"]
-            if state in ("success", "failed"):
-                return state, self.call("GET", path + "/taskInstances")["task_instances"]
+            run = self.call("GET", path)
+            if run["state"] in ("success", "failed"):
+                return (
+                    run["state"],
+                    self.call("GET", path + "/taskInstances")["task_instances"],
+                    run,
+                )
             time.sleep(3)
-        raise AssertionError(f"{dag_id} did not finish in {timeout} s")
+        raise AssertionError(f"{path} did not finish in {timeout} s")
+
+    def run_dag(self, dag_id: str, conf: dict) -> tuple[str, list[dict]]:
+        return self.wait(self.trigger(dag_id, conf))[:2]
+
+
+def _postgres(folder: Path) -> tuple[int, Path]:
+    """The service's PostgreSQL: its postmaster's pid and its socket's folder."""
+    lines = (folder / "postgres" / "postmaster.pid").read_text().splitlines()
+    return int(lines[0]), Path(lines[4])
+
+
+def _postgres_pids(folder: Path) -> list[int]:
+    """The postmaster and its children (each of which is its own process group)."""
+    postmaster = _postgres(folder)[0]
+    found = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True)
+    return [postmaster, *(int(p) for p in found.stdout.split())]
 
 
 @pytest.fixture(scope="module")
@@ -106,25 +139,41 @@ def service(local_state):
     again = subprocess.run(
         [*script, "start"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT
     )
-    assert again.returncode == 0 and again.stdout.count("already running") == 5, again.stdout
-    pids = [
-        int((folder / f"{c}.pid").read_text())
-        for c in ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
-    ]
-    yield {
-        "api": f"http://127.0.0.1:{ports['AIRFLOW_PORT']}",
-        "password": password,
-        "ports": ports,
-        "folder": folder,
-    }
+    assert again.returncode == 0 and again.stdout.count("already running") == 6, again.stdout
+    # MLflow's user database holds the admin password's hash.
+    assert oct((folder / "mlflow-auth.db").stat().st_mode)[-3:] == "600"
+    status = subprocess.run([*script, "status"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert status.returncode == 0 and "postgres: running" in status.stdout, status.stdout
+    assert "Airflow DB postgresql+psycopg2://" in status.stdout
+    assert "MLflow store postgresql+psycopg2://" in status.stdout
+    pids = [int((folder / f"{c}.pid").read_text()) for c in COMPONENTS]
+    pg_pids = _postgres_pids(folder)
+    with pytest.MonkeyPatch.context() as patch:
+        # This process reads MLflow as the tasks write it: through the service's server.
+        patch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{ports['MLFLOW_PORT']}")
+        patch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        patch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        yield {
+            "api": f"http://127.0.0.1:{ports['AIRFLOW_PORT']}",
+            "password": password,
+            "ports": ports,
+            "folder": folder,
+        }
     stopped = subprocess.run(
         [*script, "stop"], env=env, capture_output=True, text=True, timeout=200, cwd=ROOT
     )
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout.rstrip().endswith(f"postgres: stopped (pid {pg_pids[0]})")  # last
     for pid in pids:  # every process group it started is gone
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
+    for pid in pg_pids:  # and PostgreSQL, every process of it
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     assert not any(_listening(p) for p in ports.values())
+    # A stopped service is not a failure: `make airflow-status` says so and exits 0.
+    status = subprocess.run([*script, "status"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert status.returncode == 0 and "service: stopped" in status.stdout, status.stdout
 
 
 @pytest.fixture(scope="module")
@@ -135,16 +184,22 @@ def sweeps(service):
         urllib.request.urlopen(service["api"] + "/api/v2/dags", timeout=30)
     assert denied.value.code in (401, 403)
     deadline = time.monotonic() + 180
-    while "nightly_sweep" not in {d["dag_id"] for d in api.call("GET", "/api/v2/dags")["dags"]}:
-        assert time.monotonic() < deadline, "nightly_sweep was not parsed"
+    wanted = {"nightly_sweep", "balance_experiment"}
+    while not wanted <= {d["dag_id"] for d in api.call("GET", "/api/v2/dags")["dags"]}:
+        assert time.monotonic() < deadline, "nightly_sweep or balance_experiment was not parsed"
         time.sleep(2)
-    first = api.run_dag("nightly_sweep", SWEEP)  # the history
+    api.call("PATCH", "/api/v2/dags/balance_experiment", {"is_paused": False})  # as the UI does
+    # The history, with a manual run triggered while it runs.
+    sweep_run = api.trigger("nightly_sweep", SWEEP)
+    manual_run = api.trigger("balance_experiment", MANUAL)
+    first = api.wait(sweep_run)
+    manual = api.wait(manual_run)
     # One repetition each: the regression rule needs one earlier result, and the two
     # cells of a sweep already run side by side (make test's time is near its bound).
     second = api.run_dag(
         "nightly_sweep", {**SWEEP, "test_slow_cell": SLOW, "test_slow_plan_work_ms": 1500}
     )
-    return {"first": first, "second": second}
+    return {"first": first[:2], "second": second, "concurrent": (first, manual)}
 
 
 def _sweep_parents():
@@ -202,15 +257,87 @@ def test_the_slowed_cell_and_only_it_is_flagged(service, sweeps):
     assert parent["tags.regressions"] != "0"
 
 
+def test_a_manual_run_beside_a_sweep_finishes_without_a_database_error(service, sweeps):
+    (sweep_state, sweep_tis, sweep), (state, tis, manual) = sweeps["concurrent"]
+    assert sweep_state == "success", sweep_tis
+    assert state == "success", tis
+    # They did run at the same time (ISO 8601 times in UTC compare as text).
+    assert manual["start_date"] < sweep["end_date"] and sweep["start_date"] < manual["end_date"]
+    mlflow = tracking._mlflow()
+    exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
+    parents = mlflow.search_runs(
+        [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
+    )
+    assert list(parents["status"]) == ["FINISHED"]
+    assert list(tracking.child_runs(parents.iloc[0]["run_id"])["status"]) == ["FINISHED"]
+    for log in sorted(service["folder"].glob("*.log")):
+        text = log.read_text(errors="replace")
+        assert not [e for e in DB_ERRORS if e in text], log
+
+
+def _query(folder: Path, database: str, sql: str, args: tuple = ()) -> list[tuple]:
+    """Rows of ``sql`` in one of the service's databases, with its password."""
+    import psycopg2
+
+    password = json.loads((folder / "secrets.json").read_text())["postgres"]
+    con = psycopg2.connect(
+        dbname=database, user="postgres", password=password, host=str(_postgres(folder)[1])
+    )
+    try:
+        with con.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+    finally:
+        con.close()
+
+
+def test_airflow_and_mlflow_keep_their_data_in_postgresql(service, sweeps):
+    """What the API server, the scheduler and the MLflow server wrote is in the service's
+    PostgreSQL, which asks for a password."""
+    import psycopg2
+
+    folder = service["folder"]
+    with pytest.raises(psycopg2.OperationalError, match="password"):
+        psycopg2.connect(dbname="airflow", user="postgres", host=str(_postgres(folder)[1]))
+    # The DAG runs the API server created, in the state the scheduler left them.
+    (_, _, sweep), (_, _, manual) = sweeps["concurrent"]
+    ids = (sweep["dag_run_id"], manual["dag_run_id"])
+    runs = _query(folder, "airflow", "SELECT run_id, state FROM dag_run WHERE run_id IN %s", (ids,))
+    assert dict(runs) == dict.fromkeys(ids, "success")
+    # The runs the tasks logged through the MLflow server.
+    parent = _sweep_parents().iloc[0]["run_id"]
+    found = _query(
+        folder,
+        "mlflow",
+        "SELECT e.name, r.status FROM runs r JOIN experiments e USING (experiment_id) "
+        "WHERE r.run_uuid = %s",
+        (parent,),
+    )
+    assert found == [("e2e-nightly", "FINISHED")]
+    counts = _query(
+        folder,
+        "mlflow",
+        "SELECT count(*) FROM runs r JOIN experiments e USING (experiment_id) WHERE e.name = %s",
+        (MANUAL["experiment"],),
+    )
+    assert counts == [(2,)]  # the manual run's parent and its one strategy
+
+
 def test_the_service_listens_on_loopback_only(service, sweeps):
     folder = service["folder"]
     pids = []
-    for component in ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer"):
+    for component in COMPONENTS:
         group = int((folder / f"{component}.pid").read_text())
         found = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True)
         pids += [int(p) for p in found.stdout.split()]
     assert pids
-    assert only_loopback(pids) == []
+    pg_pids = _postgres_pids(folder)
+    assert only_loopback(pids + pg_pids) == []
+    # PostgreSQL has no TCP port at all: only its Unix socket, in the service's folder.
+    assert listening_ports(pg_pids) == set()
+    sockets = subprocess.run(["ss", "-lxpH"], capture_output=True, text=True).stdout
+    paths = [line.split()[4] for line in sockets.splitlines() if f"pid={pg_pids[0]}," in line]
+    assert paths == [str((folder / "postgres").resolve() / ".s.PGSQL.5432")]
 
 
 def test_the_report_page_renders_in_a_real_browser(service, sweeps):
@@ -275,3 +402,41 @@ def test_every_dag_can_be_triggered_from_the_ui_on_its_defaults(service):
         browser.close()
     assert enabled == dict.fromkeys(enabled, True)
     assert all(n >= 1 for n in sections.values()), sections
+
+
+def test_a_sweep_stopped_through_the_api_leaves_no_run_running(service, sweeps):
+    """A user marks a running sweep failed (the REST API, as the UI's button does): the
+    MLflow runs it opened end KILLED with Airflow's reason, none left RUNNING."""
+    api = Api(service["api"], service["password"])
+    path = api.trigger("nightly_sweep", {**SWEEP, "experiment": "e2e-stopped"})
+    run_id = api.call("GET", path)["dag_run_id"]
+    mlflow = tracking._mlflow()
+    this_run = f"tags.`airflow.run_id` = '{run_id}'"
+    deadline = time.monotonic() + 600
+    while True:  # until a cell's Spark run is measuring (its MLflow run is open)
+        exp = mlflow.get_experiment_by_name("e2e-stopped")
+        found = (
+            mlflow.search_runs(
+                [exp.experiment_id],
+                filter_string=f"{this_run} AND tags.`balancebench.role` = 'repetition'",
+            )
+            if exp
+            else []
+        )
+        if len(found):
+            break
+        assert time.monotonic() < deadline, "no cell ran within 600 s"
+        time.sleep(2)
+    api.call("PATCH", path, {"state": "failed"})
+    deadline = time.monotonic() + 120
+    while True:
+        runs = mlflow.search_runs([exp.experiment_id], filter_string=this_run)
+        if len(runs) and "RUNNING" not in set(runs["status"]):
+            break
+        assert time.monotonic() < deadline, runs[["status", "tags.mlflow.runName"]]
+        time.sleep(2)
+    parent = runs[runs["tags.balancebench.role"] == "sweep"].iloc[0]
+    assert parent["status"] == "KILLED"
+    assert "manually set" in parent["tags.balancebench.killed_reason"]
+    assert set(runs["status"]) <= {"KILLED", "FINISHED"}
+    assert (runs["tags.balancebench.role"] == "repetition").any()  # a cell's run was open
