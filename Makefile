@@ -45,13 +45,14 @@ browser:
 # Airflow and spark-submit (measured: 10 CPU-minutes in 27 wall-minutes on one worker).
 test: setup browser
 	$(UV_RUN) ruff check .
-	$(UV_RUN) pytest -n 3 --dist loadfile -m "not faults and not cluster"
+	$(UV_RUN) pytest -n 3 --dist loadfile -m "not faults and not cluster and not service"
 
-# Fault injection (SIGTERM, SIGKILL, a read-only store, a lost executor) and the Spark
-# standalone cluster tests, which start the cluster once here instead of once in each
-# target; .ci/run runs it after `make test`, which stays within 20 minutes.
-test-faults: setup
-	$(UV_RUN) pytest -n 2 --dist loadfile -m "faults or cluster"
+# Fault injection (SIGTERM, SIGKILL, full and read-only disks, a lost executor), the Spark
+# standalone cluster tests and the Airflow service's (PostgreSQL, REST API, browser): the
+# long-running services start here, once; .ci/run runs it after `make test`, which stays
+# within 20 minutes (with the service test it took 19:28 of pytest alone).
+test-faults: setup browser
+	$(UV_RUN) pytest -n 2 --dist loadfile -m "faults or cluster or service"
 
 # Unit tests only (no Spark, Airflow or cluster).
 test-fast: setup

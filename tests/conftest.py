@@ -42,13 +42,13 @@ def spark(local_state: Path):
 # clean clone (2026-11-25; sum 49.6 worker-minutes, 16:32 over three, while the suite took
 # 19:20: the workers slow each other on 2 cores): service 674, engine 608, DAG run 415,
 # join architectures 333, baselines 287, model DAG 234, bad inputs 99, dataset DAG 55,
-# plans 48, TPC-H 37. The first three run in `make test-faults` (two workers), which
-# starts the cluster.
+# plans 48, TPC-H 37. The first four run in `make test-faults` (two workers), which
+# starts the cluster and the service.
 SLOWEST_FIRST = (
+    "tests/e2e/test_service.py",
     "tests/e2e/test_standalone_cluster.py",
     "tests/e2e/test_faults.py",
     "tests/e2e/test_faults_storage.py",
-    "tests/e2e/test_service.py",
     "tests/spark/test_engine.py",
     "tests/e2e/test_dag_run.py",
     "tests/spark/test_join_architectures_spark.py",

@@ -24,7 +24,7 @@ from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 
 # Two sweeps of 4 spark-submits, on a machine the other test workers share: the module's
 # fixtures take up to about 15 minutes there (the plugin's default limit is 900 s a test).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.slow, pytest.mark.service, pytest.mark.timeout(2400)]
 
 CELLS = {"workloads": ["topk"], "strategies": ["hash", "qmmp"], "zipf_s": [1.0], "n_nodes": [4]}
 SLOW = "topk · qmmp · s=1 · N=4"
