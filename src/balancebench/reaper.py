@@ -100,16 +100,18 @@ def _close_running(
     reason (None: leave it); returns their ids. With ``failed_since_ms``, runs that ended
     FAILED at or after it are closed again: a step that failed *because* the run was
     being stopped (Airflow fails the task it is terminating, and a closing task with
-    ``trigger_rule="all_done"`` may then close the parent FAILED) did not fail."""
+    ``trigger_rule="all_done"`` may then close the parent FAILED) did not fail; a run its
+    stopping task closed KILLED (``StrategyRunOperator.on_kill``) gets the real reason."""
     client = mlflow.MlflowClient()
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
         return []
     wheres = ["attributes.status = 'RUNNING'"]  # MLflow's filter has no OR
-    if failed_since_ms is not None:
-        wheres.append(
-            f"attributes.status = 'FAILED' AND attributes.end_time >= {int(failed_since_ms)}"
-        )
+    if failed_since_ms is not None:  # ... and those a stopping task closed meanwhile
+        wheres += [
+            f"attributes.status = '{ended}' AND attributes.end_time >= {int(failed_since_ms)}"
+            for ended in ("FAILED", "KILLED")
+        ]
     found = [
         run
         for where in wheres
@@ -261,6 +263,7 @@ def watch(owner_pid: int, group_record: Path) -> None:
         os.close(fd)
     if not group_record.exists():
         return
+    stopping_ms = int(time.time() * 1000)
     _stop_recorded_group(group_record)
     import mlflow
 
@@ -274,6 +277,7 @@ def watch(owner_pid: int, group_record: Path) -> None:
         f"its owner, balancebench command pid {owner_pid}, ended without closing it (killed "
         f"by SIGKILL or a crash); its watchdog stopped the run's processes and closed it at "
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+        failed_since_ms=stopping_ms,  # runs the stopping tasks closed meanwhile, too
     )
 
 
