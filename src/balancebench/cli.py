@@ -144,7 +144,7 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
         tracking._mlflow(),
         os.getpid(),
         f"stopped by {name} to balancebench (pid {os.getpid()})",
-        failed_since_ms=signalled_ms,
+        ended_since_ms=signalled_ms,
     )
     console.print(f"closed {len(closed)} MLflow run(s) as KILLED")
     raise SystemExit(128 + signum)

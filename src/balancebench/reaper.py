@@ -24,6 +24,8 @@ from typing import Any
 
 OWNER_TAG = "balancebench.owner"
 REASON_TAG = "balancebench.killed_reason"
+#: Why a run ended FAILED (``REASON_TAG`` says why one ended KILLED).
+FAILURE_TAG = "balancebench.failure"
 INVOCATION_TAG = "balancebench.invocation"
 INVOCATION_ENV = "BALANCEBENCH_INVOCATION"
 TMP_DIR = re.compile(r"^\..+\.(tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
@@ -94,11 +96,12 @@ def _close_running(
     mlflow: Any,
     reason_for: Callable[[str], str | None],
     status: str = "KILLED",
-    failed_since_ms: int | None = None,
+    ended_since_ms: int | None = None,
 ) -> list[str]:
     """Close as ``status`` every RUNNING run for whose owner tag ``reason_for`` gives a
-    reason (None: leave it); returns their ids. With ``failed_since_ms``, runs that ended
-    FAILED at or after it are closed again: a step that failed *because* the run was
+    reason (None: leave it; the reason goes to ``FAILURE_TAG`` for FAILED, ``REASON_TAG``
+    for KILLED); returns their ids. With ``ended_since_ms``, runs that ended FAILED or
+    KILLED at or after it are closed again: a step that failed *because* the run was
     being stopped (Airflow fails the task it is terminating, and a closing task with
     ``trigger_rule="all_done"`` may then close the parent FAILED) did not fail; a run its
     stopping task closed KILLED (``StrategyRunOperator.on_kill``) gets the real reason."""
@@ -107,9 +110,9 @@ def _close_running(
     if not experiments:
         return []
     wheres = ["attributes.status = 'RUNNING'"]  # MLflow's filter has no OR
-    if failed_since_ms is not None:  # ... and those a stopping task closed meanwhile
+    if ended_since_ms is not None:  # ... and those a stopping task closed meanwhile
         wheres += [
-            f"attributes.status = '{ended}' AND attributes.end_time >= {int(failed_since_ms)}"
+            f"attributes.status = '{ended}' AND attributes.end_time >= {int(ended_since_ms)}"
             for ended in ("FAILED", "KILLED")
         ]
     found = [
@@ -123,7 +126,7 @@ def _close_running(
         reason = None if owner is None else reason_for(owner)
         if reason is None:
             continue
-        client.set_tag(run.info.run_id, REASON_TAG, reason)
+        client.set_tag(run.info.run_id, FAILURE_TAG if status == "FAILED" else REASON_TAG, reason)
         client.set_terminated(run.info.run_id, status=status)
         closed.append(run.info.run_id)
     return closed
@@ -148,11 +151,12 @@ def close_runs_of_owner(
     pid: int,
     why: str,
     status: str = "KILLED",
-    failed_since_ms: int | None = None,
+    ended_since_ms: int | None = None,
 ) -> list[str]:
     """Close every RUNNING run owned by ``pid`` as ``status`` (KILLED: a run stopped by a
     signal; FAILED: a command whose DAG run failed and left them open). With
-    ``failed_since_ms`` also the runs that ended FAILED since then (see ``_close_running``)."""
+    ``ended_since_ms`` also the runs that ended FAILED or KILLED since then (see
+    ``_close_running``)."""
 
     def reason(owner: str) -> str | None:
         try:
@@ -160,7 +164,7 @@ def close_runs_of_owner(
         except (ValueError, KeyError, TypeError):
             return None
 
-    return _close_running(mlflow, reason, status, failed_since_ms)
+    return _close_running(mlflow, reason, status, ended_since_ms)
 
 
 def remove_orphaned_folders(root: Path) -> list[Path]:
@@ -277,7 +281,7 @@ def watch(owner_pid: int, group_record: Path) -> None:
         f"its owner, balancebench command pid {owner_pid}, ended without closing it (killed "
         f"by SIGKILL or a crash); its watchdog stopped the run's processes and closed it at "
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
-        failed_since_ms=stopping_ms,  # runs the stopping tasks closed meanwhile, too
+        ended_since_ms=stopping_ms,  # runs the stopping tasks closed meanwhile, too
     )
 
 

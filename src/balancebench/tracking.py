@@ -255,7 +255,7 @@ def end_run(run_id: str, status: str, note: str | None = None) -> None:
     client.set_terminated(run_id, status=status)
 
 
-FAILURE_TAG = "balancebench.failure"
+FAILURE_TAG = reaper.FAILURE_TAG
 #: One spark-submit's id, on the run it opens: how its Airflow task finds that run to close
 #: it when the task is stopped (``plugins/spark_run.py``).
 SUBMISSION_TAG = "balancebench.submission"
@@ -291,7 +291,7 @@ def close_runs_of_dag_run(
         filter_string=where + (f" AND {extra_filter}" if extra_filter else ""),
         max_results=5000,
     )
-    tag = FAILURE_TAG if status == "FAILED" else reaper.REASON_TAG
+    tag = FAILURE_TAG if status == "FAILED" else reaper.REASON_TAG  # as the reaper does
     for run in runs:
         client.set_tag(run.info.run_id, tag, cause)
         end_run(run.info.run_id, status, f"{status.lower()}: {cause}")
