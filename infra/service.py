@@ -399,7 +399,11 @@ def start(spark_master: str | None = None) -> None:
         raise
     print()
     print(f"Airflow UI:  http://127.0.0.1:{api_port}   (user {USER})")
-    print(f"MLflow UI:   http://127.0.0.1:{mlflow_port}   (user {USER}, same password)")
+    # The experiment list on MLflow's model-training pages (tracking.MODEL_TRAINING_VIEW).
+    print(
+        f"MLflow UI:   http://127.0.0.1:{mlflow_port}/#/experiments?workflowType=machine_learning"
+        f"   (user {USER}, same password)"
+    )
     print(f"password:    in {state_dir() / 'password'} (readable only by you; not printed)")
     print(f"stores:      PostgreSQL in {pg_dir()} (databases airflow, mlflow)")
     print("DAGs: balance_experiment, nightly_sweep (scheduled), model_experiment, generate_dataset")

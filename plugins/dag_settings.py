@@ -4,16 +4,14 @@
   02:00 UTC; ``none`` = only when triggered).
 - ``BALANCEBENCH_MODEL_CRON``: when ``model_experiment`` runs on its defaults (default
   ``none``: only when triggered).
-
-A scheduled DAG's first run is the next slot *after* the service starts, never the one
-just past (``schedule_after_start``).
 - ``BALANCEBENCH_TIMED_CONCURRENCY``: how many timed Spark runs of one DAG run may share
   the machine (default 1: runs that are compared must not compete for its cores). Logged
   on every run as the param ``timed_concurrency``.
 - ``BALANCEBENCH_DRIVER_MEMORY``: ``spark-submit --driver-memory`` (default 4g).
 
 The DAG processor reads them when it parses the DAG files: restart the service (``make
-airflow-stop && make airflow``) after changing one.
+airflow-stop && make airflow``) after changing one. A scheduled DAG's first run is the
+next slot *after* the service starts, never the one just past (``schedule_after_start``).
 """
 
 from __future__ import annotations
@@ -27,10 +25,10 @@ from airflow.sdk import CronTriggerTimetable
 def schedule_after_start(cron: str | None) -> CronTriggerTimetable | None:
     """A cron schedule (UTC) whose first run is the next slot after the DAG is first seen.
 
-    A cron string alone gives ``CronTriggerTimetable(run_immediately=datetime.timedelta(0))``, whose
-    first run is still the slot just past when it is less than 10% of the period ago
-    (Airflow 3's ``_calc_first_run``: ``False`` is treated like ``None``): ``make
-    airflow`` at 02:16 started the full 02:00 sweep at once. A zero buffer never does."""
+    A cron string alone, or ``run_immediately=False``, still runs the slot just past when
+    it is less than 10% of the period ago (Airflow 3's ``_calc_first_run`` treats
+    ``False`` like ``None``): ``make airflow`` at 02:16 started the full 02:00 sweep at
+    once. ``run_immediately=timedelta(0)`` (a zero buffer) never does."""
     if cron is None:
         return None
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=datetime.timedelta(0))

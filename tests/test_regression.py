@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
 
 from balancebench import regression
 from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
-from balancebench.sweep import cells, repetition_stats, validate_sweep_params
+from balancebench.sweep import DEFAULT_GRID, cells, repetition_stats, validate_sweep_params
 
 
 def test_baseline_is_the_best_rolling_worst_of_three():
@@ -156,19 +157,21 @@ def test_the_grid_is_its_axis_params_unless_a_json_grid_is_given():
         {
             "grid_workloads": ["topk"],
             "grid_strategies": ["hash", "mnrt"],
-            "grid_zipf_s": [1.2],
-            "grid_n_nodes": [4],
+            "grid_zipf_s": " 1.2,0.8 ",  # typed as a person types it
+            "grid_n_nodes": "4",
         }
     )
     assert params["grid"] == {
         "workloads": ["topk"],
         "strategies": ["hash", "mnrt"],
-        "zipf_s": [1.2],
+        "zipf_s": [1.2, 0.8],
         "n_nodes": [4],
     }
     assert [c.label for c in cells(params["grid"])] == [
         "topk · hash · s=1.2 · N=4",
+        "topk · hash · s=0.8 · N=4",
         "topk · mnrt · s=1.2 · N=4",
+        "topk · mnrt · s=0.8 · N=4",
     ]
     script = {"workloads": ["topk"], "strategies": ["hash"], "zipf_s": [1.0], "n_nodes": [8]}
     assert validate_sweep_params({"grid": script})["grid"] == script
@@ -176,6 +179,20 @@ def test_the_grid_is_its_axis_params_unless_a_json_grid_is_given():
         validate_sweep_params({"grid": script, "grid_strategies": ["qmmp"]})
     with pytest.raises(ValueError, match="grid_strategies"):
         validate_sweep_params({"grid_strategies": ["nope"]})
+    # A number list that is not one, or whose numbers are out of range, names its field,
+    # in words (no regex), before any work.
+    for value, words in (
+        ("0.8,,1", "'0.8,,1' is not numbers separated by commas"),
+        ("[1.0]", "is not numbers separated by commas"),
+        ("7", "grid_zipf_s.0: 7.0 is greater than the maximum of 5"),
+        ("1, 1.0", "grid_zipf_s: [1.0, 1.0] has non-unique elements"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            validate_sweep_params({"grid_zipf_s": value})
+    with pytest.raises(ValueError, match=r"grid_n_nodes: '4\.5' is not whole numbers"):
+        validate_sweep_params({"grid_n_nodes": "4.5"})
+    with pytest.raises(ValueError, match=r"grid_n_nodes\.0: 0 is less than the minimum of 1"):
+        validate_sweep_params({"grid_n_nodes": "0"})
 
 
 def test_the_form_draws_the_name_axes_as_multi_selects():
@@ -184,4 +201,10 @@ def test_the_form_draws_the_name_axes_as_multi_selects():
     for axis in ("grid_workloads", "grid_strategies"):
         spec = SWEEP_PARAMS[axis]
         assert spec["type"] == "array" and spec["examples"] == spec["items"]["enum"]
+    # The number axes are one line of text (the form's list editor closes brackets while
+    # you type), whose default is the default grid's axis.
+    for axis in ("zipf_s", "n_nodes"):
+        spec = SWEEP_PARAMS[f"grid_{axis}"]
+        assert spec["type"] == "string"
+        assert validate_sweep_params({})["grid"][axis] == DEFAULT_GRID[axis]
     assert SWEEP_PARAMS["grid"]["default"] is None

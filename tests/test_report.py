@@ -293,7 +293,7 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
     assert "cells with fewer than 3 repetitions (their CIs say little): 0" in result["summary"]
     page = Path(result["report"]).read_text(encoding="utf-8")
     for rid in earlier["run_id"]:
-        assert f"/runs/{rid}'>{rid[:8]}</a>" in page
+        assert f"/runs/{rid}?workflowType=machine_learning'>{rid[:8]}</a>" in page
     table = pd.read_csv(Path(result["report"]).with_suffix(".csv"))
     assert table.loc[0, "earlier_runs"] == 3
 

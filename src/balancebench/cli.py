@@ -347,7 +347,7 @@ def _sweep_report(sweep: str) -> bool:
     print(f"sweep {sweep} ({run.info.status}): {run.info.run_name}")
     print(summary.read_text() if summary.exists() else "(no summary yet: the sweep has not ended)")
     print(f"report page:  {page}")
-    print(f"MLflow run:   {tracking.ui_url()}/#/experiments/{run.info.experiment_id}/runs/{sweep}")
+    print(f"MLflow run:   {tracking.ui_link(run.info.experiment_id, sweep)}")
     return run.info.status == "FINISHED" and page.exists()
 
 
@@ -406,8 +406,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     print(f"datasets:     {datasets_dir()}")
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")
-    print("MLflow UI (then open http://127.0.0.1:5000):")
-    print(f"  {tracking.mlflow_ui_command()}")
+    print("\n".join(tracking.how_to_open(parent_run.info.experiment_id, parent)))
     return status == "FINISHED" and rows is not None
 
 
@@ -550,7 +549,8 @@ def run_model(
     parent = _own_parent(params["experiment"], invocation, "parent", log)
     if parent is None:
         _failed("DAG run failed", "no parent run was opened", log)
-    status = tracking._mlflow().get_run(parent).info.status
+    parent_run = tracking._mlflow().get_run(parent)
+    status = parent_run.info.status
     summary = results_dir() / parent / "model_summary.csv"
     if summary.exists():
         import pandas as pd
@@ -564,7 +564,7 @@ def run_model(
         print(frame.drop(columns=["strategy", *varied]).T.to_string(float_format="{:.4g}".format))
     print(f"results:      {results_dir() / parent}/ (model_summary.csv, {params['model']}.png)")
     print(f"MLflow store: {tracking.tracking_uri()}  (experiment {params['experiment']!r})")
-    print(f"MLflow UI:    {tracking.mlflow_ui_command()}")
+    print("\n".join(tracking.how_to_open(parent_run.info.experiment_id, parent)))
     if code != 0 or status != "FINISHED":
         console.print(f"[red]DAG run failed[/red]; see {log}")
         raise typer.Exit(1)

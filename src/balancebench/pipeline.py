@@ -568,14 +568,13 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         )
         rows.append(row)
     table = pd.DataFrame(rows)
-    ui = tracking.ui_url()
     title = f"{_sweep_name(p)} {generated['run_id']} (parent run {parent[:8]})"
     html_path = write_report(
         table,
         regressed,
         changes,
         title,
-        lambda rid: f"{ui}/#/experiments/{experiment_id}/runs/{rid}",
+        lambda rid: tracking.ui_link(experiment_id, rid),
         reports_dir() / f"{parent}.html",
         checks,
     )

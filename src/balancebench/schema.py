@@ -179,15 +179,19 @@ def _allowed(spec: dict[str, Any]) -> str:
         parts.append(f"type {spec['type']}")
     if spec.get("pattern") == NAME_PATTERN:
         parts.append("a name: letters, digits, space and _.,:+=@- (no '/', no leading '.')")
-    for key, word in (
-        ("minimum", ">="),
-        ("exclusiveMinimum", ">"),
-        ("maximum", "<="),
-        ("exclusiveMaximum", "<"),
-    ):
-        if key in spec:
-            parts.append(f"{word} {spec[key]}")
+    if "x-allowed" in spec:  # a pattern's meaning in words, from the spec itself
+        parts.append(spec["x-allowed"])
+    parts += _bounds(spec)
+    if isinstance(items, dict):
+        parts += [f"items {b}" for b in _bounds(items)]
+    if spec.get("uniqueItems"):
+        parts.append("each value once")
     return ", ".join(parts)
+
+
+def _bounds(spec: dict[str, Any]) -> list[str]:
+    words = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+    return [f"{word} {spec[key]}" for key, word in words.items() if key in spec]
 
 
 def number_spec(default: float, title: str, description: str, **bounds: float) -> dict[str, Any]:
@@ -279,6 +283,8 @@ def check_values(
         spec = properties.get(path[0], {}) if path else {}
         allowed = _allowed(spec)
         message = err.message
+        if err.validator == "pattern" and "x-allowed" in spec:  # words, not the regex
+            message = f"{err.instance!r} is not {spec['x-allowed']}"
         if isinstance(err.instance, str):  # the value as quoted() shows it, not repr()
             message = message.replace(repr(err.instance), quoted(err.instance))
         lines.append(f"{field}: {message}" + (f" (allowed: {allowed})" if allowed else ""))

@@ -56,19 +56,48 @@ def _axis(axis: str) -> dict[str, Any]:
     return {"type": "array", "items": _AXIS_ITEMS[axis], "minItems": 1, "uniqueItems": True}
 
 
+#: The numeric axes' Params are typed as text, numbers separated by commas: Airflow's form
+#: shows a list of numbers in a code editor that closes brackets as you type.
+_NUMBER_LISTS: dict[str, tuple[type, str, str]] = {
+    "zipf_s": (float, "numbers", r"\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*"),
+    "n_nodes": (int, "whole numbers", r"\s*\d+(\s*,\s*\d+)*\s*"),
+}
+
+
 def _axis_param(axis: str) -> dict[str, Any]:
     """``grid_<axis>``: one axis as its own Param, so the form shows a multi-select (a
-    list of names: ``examples`` is the pick list Airflow's form draws) or a list of
+    list of names: ``examples`` is the pick list Airflow's form draws) or a line of
     numbers, not one JSON object its editor reformats while you type."""
-    spec = {**_axis(axis), "default": list(DEFAULT_GRID[axis])}
-    if "enum" in _AXIS_ITEMS[axis]:
+    if axis in _NUMBER_LISTS:
+        example = ", ".join(str(v) for v in DEFAULT_GRID[axis])
+        spec = {
+            "type": "string",
+            "pattern": _NUMBER_LISTS[axis][2],
+            "x-allowed": f"{_NUMBER_LISTS[axis][1]} separated by commas",
+            "maxLength": 1000,
+            "default": example,
+        }
+        how = f"{_NUMBER_LISTS[axis][1]} separated by commas, e.g. {example}; "
+    else:
+        spec = {**_axis(axis), "default": list(DEFAULT_GRID[axis])}
         spec["examples"] = list(_AXIS_ITEMS[axis]["enum"])
+        how = ""
     return {
         **spec,
         "title": _AXIS_TITLES[axis],
-        "description": f"The sweep's {axis} axis (ignored when the JSON grid is given).",
+        "description": f"The sweep's {axis} axis: {how}ignored when the JSON grid is given.",
         "section": "Sweep",
     }
+
+
+def _axis_values(params: dict[str, Any], axis: str) -> list[Any]:
+    """The values of ``grid_<axis>``: a numeric axis's text split into checked numbers."""
+    value = params[f"grid_{axis}"]
+    if axis not in _NUMBER_LISTS:
+        return value
+    name = f"grid_{axis}"
+    parsed = [_NUMBER_LISTS[axis][0](v) for v in value.split(",")]
+    return check_values({name: _axis(axis)}, {name: parsed}, what="sweep params")[name]
 
 
 SWEEP_PARAMS: dict[str, dict[str, Any]] = {
@@ -253,7 +282,7 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
 def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
     """The sweep's grid: the JSON ``grid`` (a script's, or a figure's) or else the
     ``grid_*`` axis Params. Both at once is refused, naming the axes set."""
-    axes = {axis: params[f"grid_{axis}"] for axis in GRID_AXES}
+    axes = {axis: _axis_values(params, axis) for axis in GRID_AXES}
     if params["grid"] is None:
         return axes
     changed = [f"grid_{axis}" for axis in GRID_AXES if axes[axis] != DEFAULT_GRID[axis]]

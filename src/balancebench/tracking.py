@@ -55,6 +55,15 @@ def mlflow_ui_command() -> str:
     return f"{mlflow_bin} ui --backend-store-uri '{tracking_uri()}' --host 127.0.0.1 --port 5000"
 
 
+def how_to_open(experiment_id: str, run_id: str) -> list[str]:
+    """Lines that tell a user how to see ``run_id`` in the MLflow UI: its link, and for a
+    store no server serves (``make run``'s), the command that serves it first."""
+    link = ui_link(experiment_id, run_id)
+    if tracking_uri().startswith(("http://", "https://")):
+        return [f"MLflow UI:    {link}"]
+    return [f"MLflow UI:    {mlflow_ui_command()}", f"  then open   {link}"]
+
+
 _REAPED: set[str] = set()
 
 
@@ -357,3 +366,19 @@ def ui_url() -> str:
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
     return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+
+
+# MLflow 3.17's UI opens an experiment on its GenAI pages (traces, tokens, cost) unless this
+# browser last chose "Model training", a choice it keeps in localStorage: it reads the
+# workflow from there, not from the experiment's kind tag (KIND_TAG). The URL's
+# ``workflowType`` wins over the stored choice, so every link we print carries it.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
+def ui_link(experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """The MLflow UI page of a run, of an experiment's runs table, or of the experiment list,
+    on its model-training pages."""
+    page = "experiments"
+    if experiment_id is not None:
+        page += f"/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    return f"{ui_url()}/#/{page}?{MODEL_TRAINING_VIEW}"

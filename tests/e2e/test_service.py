@@ -7,8 +7,10 @@ real headless browser, and everything stopped."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from balancebench import tracking
+from balancebench.sweep import DEFAULT_GRID
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 
 # Two sweeps of 4 spark-submits, on a machine the other test workers share: the module's
@@ -41,6 +44,7 @@ SWEEP = {
 # the executor's slots, Airflow's database and the MLflow server.
 MANUAL = {**TINY, "strategies": ["hash"], "experiment": "e2e-concurrent-service"}
 COMPONENTS = ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
+JUST_PAST = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=3)
 # What a database in trouble writes (SQLAlchemy's wrapper of driver errors, PostgreSQL's
 # lock and serialization failures, SQLite's lock).
 DB_ERRORS = ("OperationalError", "deadlock detected", "could not serialize", "database is locked")
@@ -122,9 +126,10 @@ def service(local_state):
         **os.environ,
         **{k: str(v) for k, v in ports.items()},
         "BALANCEBENCH_TIMED_CONCURRENCY": "2",
-        # Only the test's own triggers: a test running across 02:00 otherwise got the
-        # nightly schedule's run too (max_active_runs=1 then queued the test's sweep).
-        "BALANCEBENCH_NIGHTLY_CRON": "none",
+        # The nightly schedule's slot 3 minutes ago: Airflow's default would start that
+        # slot's sweep at once, as `make airflow` at 02:16 did with 02:00. The next slot is
+        # a day away, so the test's own sweeps run alone.
+        "BALANCEBENCH_NIGHTLY_CRON": JUST_PAST.strftime("%M %H * * *"),
     }
     script = [sys.executable, str(ROOT / "infra" / "service.py")]
     started = subprocess.run(
@@ -210,6 +215,44 @@ def _sweep_parents():
         filter_string="tags.`balancebench.role` = 'sweep'",
         order_by=["attributes.start_time ASC"],
     )
+
+
+def _chromium(p):
+    chromium = shutil.which("chromium")
+    assert chromium, "make browser installs Debian's chromium"
+    return p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+
+
+def _airflow_page(browser, service):
+    """A page of Airflow's UI, logged in as a user does."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(service["api"] + "/auth/login")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", service["password"])
+    page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+    return page
+
+
+def _mlflow_page(browser, service):
+    """A page of MLflow's UI, through its login (HTTP basic auth)."""
+    context = browser.new_context(
+        http_credentials={"username": "admin", "password": service["password"]},
+        viewport={"width": 1400, "height": 900},
+    )
+    return context.new_page()
+
+
+def _field(dialog, param: str):
+    """A Param's field in the trigger form, its section opened (the form shows at most
+    one section at a time)."""
+    field = dialog.locator(f"input[name=element_{param}]")
+    for section in ("Sweep", "Experiment", "Dataset", "Sweep"):
+        if field.is_visible():
+            break
+        dialog.get_by_role("button", name=section, exact=True).click()
+        dialog.page.wait_for_timeout(500)  # the section's opening animation
+    return field
 
 
 def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
@@ -346,11 +389,9 @@ def test_the_report_page_renders_in_a_real_browser(service, sweeps):
     parent = _sweep_parents().iloc[1]
     page_path = Path(parent["tags.report_path"])
     assert page_path.exists()
-    chromium = shutil.which("chromium")
-    assert chromium, "make browser installs Debian's chromium"
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        browser = _chromium(p)
         page = browser.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -360,6 +401,16 @@ def test_the_report_page_renders_in_a_real_browser(service, sweeps):
         regressed = page.locator("table#cells tr.regressed").all_inner_texts()
         flagged = page.locator("#regressions li").all_inner_texts()
         links = page.eval_on_selector_all("table#cells a", "as => as.map(a => a.href)")
+        few = page.locator("#few").inner_text()
+        few_cells = page.locator("table#cells td.few").count()
+        verdicts = page.locator("figcaption li li").all_inner_texts()
+        captions = page.locator("figcaption").all_inner_texts()
+        history = page.locator("table#history tr").all_inner_texts()
+        # The cell's link, followed as a reader does: MLflow's page of that run.
+        mlflow = _mlflow_page(browser, service)
+        mlflow.goto(links[0])
+        mlflow.get_by_role("tab", name="Model metrics").wait_for(timeout=60_000)
+        run_page = mlflow.url
         browser.close()
     assert errors == []
     assert widths and all(w > 0 for w in widths)  # every figure decoded and drawn
@@ -367,6 +418,20 @@ def test_the_report_page_renders_in_a_real_browser(service, sweeps):
     assert len(regressed) == 1 and SLOW in regressed[0]
     assert any(SLOW in line and "plan_time_ms_mean" in line for line in flagged)
     assert all("/#/experiments/" in link for link in links) and len(links) == 2
+    assert "/runs/" in run_page and "workflowType=machine_learning" in run_page
+    # One repetition a cell: said, and no winner named on it.
+    assert few.startswith("2 cell(s) with fewer than 3 repetitions"), few
+    assert few_cells == 2
+    assert verdicts and all("fewer than 3 repetitions: no winner named" in v for v in verdicts)
+    assert captions and all("bars: bootstrap 95% CI" in c for c in captions)
+    # What the regression check compared against, per cell: tonight, the baseline and
+    # the earlier run it came from.
+    checked = {row.split("\t")[0]: row.split("\t") for row in history[1:]}
+    assert set(checked) == {SLOW, "topk · hash · s=1 · N=4"}, history
+    for label, (_, earlier, figure, _, baseline, *_, runs, verdict) in checked.items():
+        assert (earlier, figure) == ("1", "plan_time_ms_mean"), history
+        assert float(baseline) > 0 and re.search(r"\([0-9a-f]{8}\)", runs), history
+        assert verdict.strip() == ("regressed" if label == SLOW else "ok"), history
 
 
 def test_every_dag_can_be_triggered_from_the_ui_on_its_defaults(service):
@@ -376,13 +441,8 @@ def test_every_dag_can_be_triggered_from_the_ui_on_its_defaults(service):
 
     enabled, sections = {}, {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(service["api"] + "/auth/login")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", service["password"])
-        page.keyboard.press("Enter")
-        page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+        browser = _chromium(p)
+        page = _airflow_page(browser, service)
         for dag_id in (
             "balance_experiment",
             "nightly_sweep",
@@ -404,12 +464,114 @@ def test_every_dag_can_be_triggered_from_the_ui_on_its_defaults(service):
     assert all(n >= 1 for n in sections.values()), sections
 
 
-def test_a_sweep_stopped_through_the_api_leaves_no_run_running(service, sweeps):
-    """A user marks a running sweep failed (the REST API, as the UI's button does): the
-    MLflow runs it opened end KILLED with Airflow's reason, none left RUNNING."""
+def test_starting_the_service_started_no_sweep(service, sweeps):
+    """The nightly schedule's slot had just passed when the service started: no sweep ran
+    for it (only the test's own, triggered by hand); the next is a day later."""
     api = Api(service["api"], service["password"])
-    path = api.trigger("nightly_sweep", {**SWEEP, "experiment": "e2e-stopped"})
-    run_id = api.call("GET", path)["dag_run_id"]
+    dag = api.call("GET", "/api/v2/dags/nightly_sweep")
+    assert dag["is_paused"] is False  # scheduled: it would have run, had its slot come
+    runs = api.call("GET", "/api/v2/dags/nightly_sweep/dagRuns")["dag_runs"]
+    assert runs and {r["run_type"] for r in runs} == {"manual"}, runs
+    slot = JUST_PAST.replace(second=0, microsecond=0) + datetime.timedelta(days=1)
+    next_run = dag["next_dagrun_run_after"].replace("Z", "+00:00")
+    assert datetime.datetime.fromisoformat(next_run) == slot
+
+
+def test_mlflow_opens_on_the_runs_table_with_the_headline_apart(service, sweeps):
+    """MLflow as a user meets it through a link balancebench prints: the experiment's runs
+    table (not the GenAI overview); on a strategy run's charts the per-batch series and the
+    diagnostics each in a section of its own, the headline figures apart."""
+    from playwright.sync_api import sync_playwright
+
+    mlflow = tracking._mlflow()
+    exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
+    parent = mlflow.search_runs(
+        [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
+    ).iloc[0]
+    child = tracking.child_runs(parent["run_id"]).iloc[0]
+    metrics = mlflow.MlflowClient().get_run(child["run_id"]).data.metrics
+    per_section = {
+        "batch": sum(k.startswith("batch/") for k in metrics),
+        "diag": sum(k.startswith("diag/") for k in metrics),
+        "Model metrics": sum("/" not in k for k in metrics),  # MLflow's unprefixed section
+    }
+    assert sum(per_section.values()) == len(metrics)
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _mlflow_page(browser, service)
+        page.goto(tracking.ui_link(exp.experiment_id))
+        name = page.get_by_role("link", name=parent["tags.mlflow.runName"])
+        name.wait_for(timeout=60_000)
+        table_url, table_text = page.url, page.inner_text("body")
+        page.goto(tracking.ui_link(exp.experiment_id, child["run_id"]))
+        page.get_by_role("tab", name="Model metrics").click()
+        deadline = time.monotonic() + 60
+        while True:  # until every section has drawn its heading and count
+            sections = re.findall(r"\n([\w ]+)\n\((\d+)\)", page.inner_text("body"))
+            if len(sections) >= 3 or time.monotonic() > deadline:
+                break
+            page.wait_for_timeout(500)
+        browser.close()
+    assert f"/#/experiments/{exp.experiment_id}/runs?" in table_url
+    assert "Token Usage" not in table_text and "Model training" in table_text
+    assert [(n, int(c)) for n, c in sections] == list(per_section.items()), sections
+
+
+def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sweeps):
+    """A user types a sweep into the trigger form (the grid's axes: a multi-select, a
+    line of numbers), then marks it failed (the REST API, as the UI's button does): the
+    MLflow runs it opened end KILLED with Airflow's reason, none left RUNNING."""
+    from playwright.sync_api import sync_playwright
+
+    api = Api(service["api"], service["password"])
+    before = {
+        r["dag_run_id"] for r in api.call("GET", "/api/v2/dags/nightly_sweep/dagRuns")["dag_runs"]
+    }
+    typed = {
+        "experiment": "e2e-stopped",
+        "repetitions": "1",
+        **{k: str(v) for k, v in TINY.items() if k != "n_nodes"},
+    }
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _airflow_page(browser, service)
+        page.goto(f"{service['api']}/dags/nightly_sweep")
+        page.get_by_text("Next Run").wait_for(timeout=60_000)
+        header = page.inner_text("body")
+        page.get_by_role("button", name="Trigger").first.click()
+        dialog = page.get_by_role("dialog")
+        dialog.wait_for()
+        _field(dialog, "grid_zipf_s")  # opens the Sweep section
+        strategies = dialog.get_by_role("combobox").nth(1)  # after the workloads
+        strategies.click()
+        for _ in DEFAULT_GRID["strategies"]:
+            page.keyboard.press("Backspace")  # the default picks, one by one
+        page.keyboard.type("has")
+        page.get_by_role("option", name="hash", exact=True).click()
+        page.keyboard.press("Tab")
+        _field(dialog, "grid_zipf_s").fill("1.0")
+        _field(dialog, "grid_n_nodes").fill("4")
+        for name, value in typed.items():
+            _field(dialog, name).fill(value)
+        submit = dialog.get_by_role("button", name="Trigger", exact=True)
+        page.wait_for_timeout(1000)  # the form validates what was typed
+        submit.click()
+        dialog.wait_for(state="hidden", timeout=30_000)
+        browser.close()
+    slot = (JUST_PAST + datetime.timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+    assert slot in header  # the DAG page's "Next Run": tomorrow, not the slot just past
+    new = [
+        r
+        for r in api.call("GET", "/api/v2/dags/nightly_sweep/dagRuns")["dag_runs"]
+        if r["dag_run_id"] not in before
+    ]
+    assert len(new) == 1, new
+    conf = new[0]["conf"]
+    assert conf["grid_strategies"] == ["hash"] and conf["grid_workloads"] == ["topk"]
+    assert (conf["grid_zipf_s"], conf["grid_n_nodes"]) == ("1.0", "4")
+    assert conf["n_tuples"] == TINY["n_tuples"] and conf["experiment"] == "e2e-stopped"
+    path = f"/api/v2/dags/nightly_sweep/dagRuns/{new[0]['dag_run_id']}"
+    run_id = new[0]["dag_run_id"]
     mlflow = tracking._mlflow()
     this_run = f"tags.`airflow.run_id` = '{run_id}'"
     deadline = time.monotonic() + 600
