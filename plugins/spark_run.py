@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class StrategyRunOperator(SparkSubmitOperator):
-    """``spark-submit spark_apps/run_workload.py --spec <RunSpec>`` for one strategy run."""
+    """``spark-submit spark_apps/run_workload.py --spec <RunSpec>`` for one strategy run,
+    or ``--specs-file <file>`` for a sweep's cell group (its runs in one application)."""
 
     def on_kill(self) -> None:
         super().on_kill()
@@ -34,7 +35,11 @@ class StrategyRunOperator(SparkSubmitOperator):
         from balancebench.experiment import RunSpec
 
         with contextlib.suppress(Exception):  # a kill must not fail on the store
-            spec = RunSpec.from_json(self.application_args[1])
+            flag, value = self.application_args[:2]
+            # The runs of one submission share its tag: the first spec's names them all.
+            spec = (
+                RunSpec.from_json(value) if flag == "--spec" else RunSpec.read_group(value)[0]
+            )
             submission = spec.tags.get(tracking.SUBMISSION_TAG)
             if submission:
                 closed = tracking.close_runs_of_dag_run(

@@ -112,7 +112,7 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
     assert set(dag.task_ids) == {
         "generate",
         "validate",
-        "run_cell",
+        "run_cell_group",
         "summarize",
         "check_regressions",
     }
@@ -120,7 +120,10 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
     assert type(dag.timetable).__name__ == "CronTriggerTimetable"
     assert dag.timetable.expression == "0 2 * * *"
     assert dag.catchup is False
-    for dag_id, task_id in (("nightly_sweep", "run_cell"), ("balance_experiment", "run_strategy")):
+    for dag_id, task_id in (
+        ("nightly_sweep", "run_cell_group"),
+        ("balance_experiment", "run_strategy"),
+    ):
         mapped = dagbag.dags[dag_id].get_task(task_id)
         # Timed runs do not share the machine unless the user asks for it.
         assert mapped.partial_kwargs["max_active_tis_per_dag"] == 1

@@ -345,3 +345,27 @@ def test_a_missing_ci_or_a_lone_strategy_names_no_winner():
     assert clear_winner(rows.iloc[1:], MAKESPAN).text() == (
         "no winner named: only mnrt 0.9 [0.88, 0.92] measured"
     )
+
+
+def test_the_position_check_shows_a_first_run_slower_than_the_rest():
+    """Runs sharing a Spark application: the report shows each position's deviation from
+    its cell's mean, so a first run paying the warm-up is visible, and the harness's own
+    time per run at the first position and after it."""
+    from balancebench.report import HARNESS_METRIC, POSITION_METRIC, measurement_lines
+
+    runs = pd.DataFrame(
+        {
+            "cell": ["a", "a", "a", "b", "b", "b"],
+            "run_index": [1.0, 3.0, 5.0, 2.0, 4.0, 6.0],
+            POSITION_METRIC: [1.4, 1.0, 1.0, 2.0, 2.0, 2.0],
+            HARNESS_METRIC: [9.0, 1.0, 2.0, 1.5, 1.0, 2.5],
+        }
+    )
+    position, harness = measurement_lines(runs)
+    assert "1: +23.5% (1 run(s))" in position  # 1.4 against a's mean 3.4 / 3
+    assert "3: -11.8% (1 run(s))" in position and "2: +0.0% (1 run(s))" in position
+    assert harness == (
+        "harness time per run (charged to no strategy): first run of an application "
+        "median 9.00 s; later runs median 1.50 s, max 2.50 s"
+    )
+    assert measurement_lines(runs.drop(columns=["run_index"])) == []  # older runs: none

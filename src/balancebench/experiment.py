@@ -1,11 +1,14 @@
-"""One strategy's run inside a Spark application, logged as an MLflow child run.
+"""Strategy runs inside one Spark application, each logged as an MLflow run.
 
-Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point): builds the
-workload's replay stream (``balancebench.streams``), runs it through the strategy's
-runner (``spark.runners``: the micro-batch engine under the strategy's router, or a
-Spark-native baseline); derives latency and throughput from the measured batches under
-the cost model (``metrics.clock``); logs everything with the units and definitions of
-``metrics.METRIC_DEFINITIONS``; and writes a JSON summary to ``.local/results``.
+Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point) with one run
+(``balance_experiment``: one application per strategy) or a group of runs on one dataset
+(``nightly_sweep``: a cell group's strategies and repetitions, :func:`run_group`). It
+builds the workload's replay stream (``balancebench.streams``) and loads it once; runs
+each strategy through its runner (``spark.runners``: the micro-batch engine under the
+strategy's router, or a Spark-native baseline); derives latency and throughput from the
+measured batches under the cost model (``metrics.clock``); logs everything with the units
+and definitions of ``metrics.METRIC_DEFINITIONS``; and writes a JSON summary per run to
+``.local/results``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,18 @@ class RunSpec:
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         return cls(**json.loads(text))
+
+    @staticmethod
+    def group_args(specs: Sequence[RunSpec], path: Path) -> list[str]:
+        """The spark-submit arguments of runs that share one application: the specs go to
+        a file (``path``), as Linux caps one argument at 128 KiB and a spec is ~4 kB."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([s.__dict__ for s in specs], sort_keys=True))
+        return ["--specs-file", str(path)]
+
+    @classmethod
+    def read_group(cls, path: str) -> list[RunSpec]:
+        return [cls(**spec) for spec in json.loads(Path(path).read_text())]
 
 
 def event_times(stream: ReplayStream) -> np.ndarray:
@@ -345,6 +360,8 @@ def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
 
 
 PROGRESS = "[balancebench progress]"
+#: A run's position in its Spark application, and how many runs the application had.
+RUN_INDEX_TAG, RUNS_IN_APPLICATION_TAG = "balancebench.run_index", "balancebench.runs_in_app"
 
 
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
@@ -375,25 +392,161 @@ def _failure_tagged(mlflow: Any) -> Iterator[None]:
 
 def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     """Replay the dataset's workload under one strategy in this process's Spark application."""
+    return run_group([spec], master)[0]
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A run's spec at the door: its Params validated, its strategy built."""
+
+    spec: RunSpec
+    params: dict[str, Any]
+    strategy: Any
+
+
+def _check(spec: RunSpec) -> _Checked:
     params = validate_params(spec.params)
     if spec.strategy not in params["strategies"]:
         raise ValueError(
             f"strategy: {spec.strategy!r} is not in params.strategies {params['strategies']}"
         )
-    workload = get_workload(params["workload"])
-    strategy = get_strategy(
-        spec.strategy, n_nodes=params["n_nodes"], **strategy_settings(spec.strategy, params)
-    )
+    strategy = fresh_strategy(spec.strategy, params)
     strategy.extra_plan_work_ms = spec.plan_extra_work_ms
-    stream = build_stream(workload.name, spec.dataset_dir, params)
+    return _Checked(spec, params, strategy)
+
+
+def _same_dataset(runs: Sequence[_Checked]) -> None:
+    """Runs of one application share its loaded dataset: their specs may differ only in
+    the strategy (and the run's own name, tags and result file)."""
+
+    def shared(run: _Checked) -> tuple[str, str]:
+        params = {k: v for k, v in run.params.items() if k != "strategies"}
+        return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
+
+    first = shared(runs[0])
+    odd = [r.spec.run_name or r.spec.strategy for r in runs if shared(r) != first]
+    if odd:
+        raise ValueError(
+            f"specs: {odd} differ from the first run in their dataset or Params; allowed: "
+            "runs of one application differ only in the strategy"
+        )
+
+
+def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[str, Any]]:
+    """The runs of ``specs`` in one Spark application, in the order given (the caller
+    rotates the order across repetitions): the dataset loaded once, each run warmed up,
+    measured, checked by the oracle and logged as its own MLflow run, tagged with its
+    position in the application (``balancebench.run_index``); a run's caches and
+    checkpoints are released before the next (``Engine.close``). A failed run is closed
+    FAILED and the others still run; the application then fails, naming the failed ones.
+
+    What this application costs beyond its runs (JVM and session start, dataset load,
+    event times) is printed apart as ``application setup`` and charged to no run."""
+    if not specs:
+        raise ValueError("specs: no run given; allowed: at least one RunSpec")
+    runs = [_check(spec) for spec in specs]  # every spec at the door, before the JVM
+    _same_dataset(runs)
+    params = runs[0].params
+    workload = get_workload(params["workload"])
+    stream = build_stream(workload.name, specs[0].dataset_dir, params)
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
-    from balancebench.spark.engine import EngineConfig, load_replay
+    from balancebench.spark.engine import EngineConfig, load_replay, release_replay
     from balancebench.spark.session import get_session
 
+    setup_started = time.perf_counter()
     mlflow = tracking._mlflow()
-    spark = get_session(f"balancebench-{workload.name}-{spec.strategy}", master=master)
+    name = specs[0].strategy if len(specs) == 1 else f"{len(specs)} runs"
+    spark = get_session(f"balancebench-{workload.name}-{name}", master=master)
     sc = spark.sparkContext
+    shared_params = {
+        "workload": workload.name,
+        "operator": workload.operator,
+        "dataset_digest": stream.dataset_digest,
+        "dataset_dir": specs[0].dataset_dir,
+        "stream_tuples": str(stream.n_tuples),
+        "git_commit": tracking.git_commit(),
+        "spark_master": sc.master,
+        "spark_default_parallelism": str(sc.defaultParallelism),
+        **tracking.library_versions(),
+    }
+    stream_df, interval_s = load_replay(spark, stream, params["n_batches"], params["n_senders"])
+    config = EngineConfig(
+        workload=workload,
+        n_nodes=params["n_nodes"],
+        n_batches=params["n_batches"],
+        interval_s=interval_s,
+        window_s=params["window_s"],
+        band_width=params["band_width"],
+        top_k=params["top_k"],
+        node_capacity_state_tuples=params["node_capacity_state_tuples"],
+        reliable_state=reliable_state(params["state_checkpoint"], sc.master),
+    )
+    times = event_times(stream)
+    loaded = _Loaded(
+        stream_df,
+        interval_s,
+        config,
+        times,
+        replay.batch_index(times, interval_s, params["n_batches"]),
+    )
+    setup_s = time.perf_counter() - setup_started
+    if len(runs) > 1:
+        print(
+            f"{PROGRESS} application setup (session, dataset load): {setup_s:.1f} s, charged "
+            "to no run",
+            flush=True,
+        )
+    records, failed, durations = [], [], []
+    for index, run in enumerate(runs, 1):
+        label = run.spec.run_name or run.spec.strategy
+        if len(runs) > 1:
+            left = _time_left(durations, len(runs) - index + 1)
+            print(f"{PROGRESS} run {index} of {len(runs)}: {label}{left}", flush=True)
+        started = time.perf_counter()
+        try:
+            records.append(_measure(spark, mlflow, run, loaded, shared_params, (index, len(runs))))
+        except Exception as exc:
+            if len(runs) == 1:
+                raise
+            failed.append(f"{label}: {tracking.failure_cause(exc)}")
+            print(f"{PROGRESS} run {index} of {len(runs)} failed: {failed[-1]}", flush=True)
+        durations.append(time.perf_counter() - started)
+    release_replay(stream_df)
+    spark.stop()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
+    return records
+
+
+def _time_left(durations: Sequence[float], remaining: int) -> str:
+    """``; about N s left`` from the runs so far (none before the first has ended)."""
+    if not durations:
+        return ""
+    return f"; about {np.mean(durations) * remaining:.0f} s left"
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The dataset as every run of an application uses it."""
+
+    df: Any
+    interval_s: float
+    config: Any
+    times: np.ndarray
+    batch_of: np.ndarray
+
+
+def _measure(
+    spark: Any,
+    mlflow: Any,
+    run: _Checked,
+    loaded: _Loaded,
+    shared_params: dict[str, str],
+    position: tuple[int, int],
+) -> dict[str, Any]:
+    """One run of an application: its MLflow run opened, warmed up, measured, logged."""
+    spec, params, strategy = run.spec, run.params, run.strategy
     experiment_id = tracking.ensure_experiment(params["experiment"])
     run_params = {
         # Only what applies to this run: not other datasets', strategies' or workloads'.
@@ -401,16 +554,10 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         **tracking.flat_params(applicable_params(params, [spec.strategy])),
         "strategy": spec.strategy,
         "strategy_kind": strategy_kind(spec.strategy),
-        "workload": workload.name,
-        "operator": workload.operator,
-        "dataset_digest": stream.dataset_digest,
-        "dataset_dir": spec.dataset_dir,
-        "stream_tuples": str(stream.n_tuples),
-        "git_commit": tracking.git_commit(),
-        "spark_master": sc.master,
-        "spark_default_parallelism": str(sc.defaultParallelism),
-        **tracking.library_versions(),
+        **shared_params,
         "timed_concurrency": str(spec.concurrency),
+        "batch_interval_s": f"{loaded.interval_s:.6g}",
+        "state_checkpoint_used": "reliable" if loaded.config.reliable_state else "local",
     }
     if spec.plan_extra_work_ms:
         run_params["plan_extra_work_ms"] = str(spec.plan_extra_work_ms)
@@ -419,9 +566,13 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         "airflow.dag_id": spec.dag_id,
         "airflow.run_id": spec.dag_run_id,
         "strategy_reference": strategy.reference,
+        # Where it ran in its application (1 = first, which pays the first-use costs).
+        RUN_INDEX_TAG: str(position[0]),
+        RUNS_IN_APPLICATION_TAG: str(position[1]),
         **spec.tags,
         **reaper.owner_tags(),
     }
+    config = loaded.config
     with (
         mlflow.start_run(
             experiment_id=experiment_id,
@@ -433,30 +584,12 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     ):
         mlflow.log_params(run_params)
         tracking.log_metric_definitions(active.info.run_id)
-        stream_df, interval_s = load_replay(spark, stream, params["n_batches"], params["n_senders"])
-        config = EngineConfig(
-            workload=workload,
-            n_nodes=params["n_nodes"],
-            n_batches=params["n_batches"],
-            interval_s=interval_s,
-            window_s=params["window_s"],
-            band_width=params["band_width"],
-            top_k=params["top_k"],
-            node_capacity_state_tuples=params["node_capacity_state_tuples"],
-            reliable_state=reliable_state(params["state_checkpoint"], sc.master),
-        )
-        mlflow.log_params(
-            {
-                "batch_interval_s": f"{interval_s:.6g}",
-                "state_checkpoint_used": "reliable" if config.reliable_state else "local",
-            }
-        )
-        warm_up(spark, stream_df, config, spec.strategy, params)
+        warm_up(spark, loaded.df, config, spec.strategy, params)
         started = time.perf_counter()
         try:
             batches = execute(
                 spark,
-                stream_df,
+                loaded.df,
                 config,
                 strategy,
                 spec.strategy,
@@ -472,10 +605,14 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
             mlflow.log_metric("oracle_passed", 0.0)
             raise
         wall_s = time.perf_counter() - started
-        times = event_times(stream)
-        batch_of = replay.batch_index(times, interval_s, params["n_batches"])
         summary = {
-            **summarize(batches, times, batch_of, interval_s, params["network_bandwidth_mb_per_s"]),
+            **summarize(
+                batches,
+                loaded.times,
+                loaded.batch_of,
+                loaded.interval_s,
+                params["network_bandwidth_mb_per_s"],
+            ),
             "wall_s": wall_s,
             "oracle_passed": 1.0,
         }
@@ -488,8 +625,9 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         record = {
             "run_id": active.info.run_id,
             "strategy": spec.strategy,
-            "workload": workload.name,
-            "spark_master": sc.master,
+            "workload": params["workload"],
+            "spark_master": shared_params["spark_master"],
+            "run_index": position[0],
             "summary": summary,
             "node_received": [b.node_received.tolist() for b in batches],
             "node_run_time_s": [b.node_run_time_s.tolist() for b in batches],
@@ -505,5 +643,4 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(record, indent=2, default=str))
         mlflow.log_artifact(str(out))
-    spark.stop()
     return record

@@ -9,6 +9,7 @@ runs of its DAG run still RUNNING as FAILED with the cause (``ends_runs_on_failu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import uuid
 from collections.abc import Callable
@@ -404,27 +405,37 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
     return report
 
 
+#: How a sweep's runs are measured, part of a cell's history key: one Spark application per
+#: cell group, its runs in rotated order (earlier sweeps ran one application per run).
+MEASURED_IN = "one application per cell group, rotated"
+
+
 @ends_runs_on_failure
 def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
     """Open one MLflow run per cell (child of the sweep) and return one spark-submit per
-    (cell, repetition): the same ``RunSpec`` as ``balance_experiment``'s, its run a child
-    of the cell."""
+    cell group (``Cell.group``: the cells that differ only in the strategy): all its
+    cells' repetitions in one Spark application, in rotated order (round r starts at the
+    r-th strategy, ``experiment.rotated_rounds``), each a ``RunSpec`` like
+    ``balance_experiment``'s whose run is a child of its cell."""
     import hashlib
     import json
 
+    from balancebench.experiment import rotated_rounds
     from balancebench.sweep import cell_params, cells
 
     p, parent = generated["params"], generated["parent_run_id"]
     mlflow = tracking._mlflow()
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
-    out = []
+    groups: dict[str, dict[str, Any]] = {}
     for cell in cells(p["grid"]):
         cp = cell_params(p, cell)
         data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
         applies = applicable_params(cp, [cell.strategy])
-        # Same key = comparable history: same cell, same Params (n_tuples, seed, ...).
-        key = hashlib.sha256(json.dumps(applies, sort_keys=True).encode()).hexdigest()[:16]
+        # Same key = comparable history: same cell, same Params (n_tuples, seed, ...),
+        # measured the same way (runs sharing an application warm each other's JVM).
+        keyed = {**applies, "measured_in": MEASURED_IN}
+        key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
         tags = {
             tracking.ROLE_TAG: "cell",
             CELL_TAG: cell.label,
@@ -451,30 +462,49 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         )
         tracking.log_metric_definitions(cell_run)
         slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0
-        for rep in range(p["repetitions"]):
-            name = f"{cell.label} · rep {rep + 1}"
-            spec = RunSpec(
-                dataset_dir=data["dir"],
-                strategy=cell.strategy,
-                params=cp,
-                parent_run_id=cell_run,
-                dag_id=generated["dag_id"],
-                dag_run_id=generated["run_id"],
-                result_path=str(results_dir() / parent / f"{cell_run}-rep{rep}.json"),
-                run_name=name,
-                tags={
-                    tracking.ROLE_TAG: "repetition",
-                    CELL_TAG: cell.label,
-                    CELL_KEY_TAG: key,
-                    SWEEP_TAG: parent,
-                    "balancebench.repetition": str(rep),
-                    tracking.SUBMISSION_TAG: uuid.uuid4().hex,
-                },
-                concurrency=concurrency,
-                plan_extra_work_ms=float(slow),
-            )
-            out.append({"application_args": spec.to_args(), "name": name})
+        group = groups.setdefault(cell.group, {"cells": {}, "submission": uuid.uuid4().hex})
+
+        # The cell's runs differ in their repetition only (repetition_spec).
+        group["cells"][cell.label] = RunSpec(
+            dataset_dir=data["dir"],
+            strategy=cell.strategy,
+            params=cp,
+            parent_run_id=cell_run,
+            dag_id=generated["dag_id"],
+            dag_run_id=generated["run_id"],
+            run_name=cell.label,
+            tags={
+                tracking.ROLE_TAG: "repetition",
+                CELL_TAG: cell.label,
+                CELL_KEY_TAG: key,
+                SWEEP_TAG: parent,
+                # One per application: a stopped task closes all the runs it opened.
+                tracking.SUBMISSION_TAG: group["submission"],
+            },
+            concurrency=concurrency,
+            plan_extra_work_ms=float(slow),
+        )
+    out = []
+    for k, (label, group) in enumerate(groups.items(), 1):
+        reps: dict[str, int] = dict.fromkeys(group["cells"], 0)
+        specs = []
+        for cell_label in rotated_rounds(list(group["cells"]), p["repetitions"]):
+            specs.append(_repetition_spec(group["cells"][cell_label], reps[cell_label], parent))
+            reps[cell_label] += 1
+        name = f"group {k} of {len(groups)}: {label} ({len(specs)} runs)"
+        path = results_dir() / parent / "groups" / f"group-{k}.json"
+        out.append({"application_args": RunSpec.group_args(specs, path), "name": name})
     return out
+
+
+def _repetition_spec(cell: RunSpec, rep: int, sweep: str) -> RunSpec:
+    """Repetition ``rep`` (from 0) of a cell's run."""
+    return dataclasses.replace(
+        cell,
+        result_path=str(results_dir() / sweep / f"{cell.parent_run_id}-rep{rep}.json"),
+        run_name=f"{cell.run_name} · rep {rep + 1}",
+        tags={**cell.tags, "balancebench.repetition": str(rep)},
+    )
 
 
 def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
@@ -499,9 +529,17 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     import pandas as pd
 
     from balancebench import regression
+    from balancebench.experiment import PROGRESS, RUN_INDEX_TAG
     from balancebench.paper000 import FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
-    from balancebench.report import cell_check, text_summary, write_report
+    from balancebench.report import (
+        HARNESS_METRIC,
+        POSITION_METRIC,
+        cell_check,
+        measurement_lines,
+        text_summary,
+        write_report,
+    )
     from balancebench.sweep import cells, repetition_stats
 
     p, parent = generated["params"], generated["parent_run_id"]
@@ -512,6 +550,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     by_label = {r["tags.mlflow.runName"]: r["run_id"] for _, r in cell_runs.iterrows()}
     rows, regressed, changes, incomplete = [], [], [], []
     checks = {}
+    measured_runs = []
     for cell in cells(p["grid"]):
         run_id = by_label[cell.label]
         key = client.get_run(run_id).data.tags[CELL_KEY_TAG]
@@ -528,6 +567,20 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
             "repetitions_finished": float(len(done)),
             "regressed": False,
         }
+        if len(done) and f"tags.{RUN_INDEX_TAG}" in done:
+            measured_runs.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell.label,
+                        "run_index": done[f"tags.{RUN_INDEX_TAG}"].astype(float),
+                        **{
+                            m: done.get(f"metrics.{m}")
+                            for m in (POSITION_METRIC, HARNESS_METRIC)
+                            if f"metrics.{m}" in done
+                        },
+                    }
+                )
+            )
         metrics = {"repetitions_finished": float(len(done))}
         for m in [*regression.TIMED, *regression.EXACT, *FIGURE_METRICS]:
             col = f"metrics.{m}"
@@ -568,6 +621,9 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         )
         rows.append(row)
     table = pd.DataFrame(rows)
+    measured = measurement_lines(pd.concat(measured_runs) if measured_runs else pd.DataFrame())
+    for line in measured:
+        print(f"{PROGRESS} {line}", flush=True)
     title = f"{_sweep_name(p)} {generated['run_id']} (parent run {parent[:8]})"
     html_path = write_report(
         table,
@@ -577,8 +633,9 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         lambda rid: tracking.ui_link(experiment_id, rid),
         reports_dir() / f"{parent}.html",
         checks,
+        measured,
     )
-    text = text_summary(table, regressed, changes, checks)
+    text = text_summary(table, regressed, changes, checks, measured)
     (reports_dir() / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
     table.to_csv(reports_dir() / f"{parent}.csv", index=False)
     client.log_artifact(parent, str(html_path), "report")

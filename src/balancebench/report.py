@@ -18,7 +18,7 @@ import base64
 import html
 import io
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -317,15 +317,56 @@ def _checked(checks: dict[str, CellCheck] | None) -> str:
     return "; ".join(parts)
 
 
+#: The timed figure whose spread across positions in an application the report shows.
+POSITION_METRIC: Final[str] = "makespan_s_total"
+#: The harness's own time per run (driver wall minus charged cost), as logged.
+HARNESS_METRIC: Final[str] = "diag/harness_s_total"
+
+
+def measurement_lines(runs: pd.DataFrame) -> list[str]:
+    """How a sweep's runs were measured, from its repetition runs (``runs``: one row per
+    run with ``cell``, ``run_index`` and the metric columns): the position check (each
+    run's ``POSITION_METRIC`` against its cell's mean, averaged per position in its Spark
+    application, so that a first run slower than the rest shows) and the harness's time
+    per run, at the first position and after it. Charged to no strategy."""
+    need = {"cell", "run_index", POSITION_METRIC}
+    if runs.empty or not need <= set(runs.columns):
+        return []
+    runs = runs.dropna(subset=[POSITION_METRIC])
+    runs = runs[runs.groupby("cell")[POSITION_METRIC].transform("mean") > 0]
+    if runs.empty:
+        return []
+    change = runs[POSITION_METRIC] / runs.groupby("cell")[POSITION_METRIC].transform("mean") - 1
+    per_position = change.groupby(runs["run_index"]).agg(["mean", "size"]).sort_index()
+    shown = ", ".join(
+        f"{int(i)}: {row['mean']:+.1%} ({int(row['size'])} run(s))"
+        for i, row in per_position.iterrows()
+    )
+    lines = [
+        f"position check ({POSITION_METRIC} against its cell's mean, by position in the "
+        f"Spark application): {shown}"
+    ]
+    if HARNESS_METRIC in runs:
+        first = runs[runs["run_index"] == 1][HARNESS_METRIC].dropna()
+        later = runs[runs["run_index"] > 1][HARNESS_METRIC].dropna()
+        parts = [f"first run of an application median {first.median():.2f} s"] if len(first) else []
+        if len(later):
+            parts.append(f"later runs median {later.median():.2f} s, max {later.max():.2f} s")
+        lines.append("harness time per run (charged to no strategy): " + "; ".join(parts))
+    return lines
+
+
 def text_summary(
     cells: pd.DataFrame,
     regressions: list[str],
     changes: list[str],
     checks: dict[str, CellCheck] | None = None,
+    measured: Sequence[str] = (),
 ) -> str:
     """The report in plain text (``balancebench report --sweep`` prints it); ``checks``:
-    per cell label, what its regression check compared against."""
-    lines = []
+    per cell label, what its regression check compared against; ``measured``: how the
+    runs were measured (:func:`measurement_lines`)."""
+    lines = [*measured]
     for heading, part in _sections(cells):
         lines.append(f"{heading} (mean [bootstrap 95% CI]):")
         for metric, groups in figure_verdicts(part):
@@ -400,6 +441,7 @@ def write_report(
     run_url: Any,
     path: Path,
     checks: dict[str, CellCheck] | None = None,
+    measured: Sequence[str] = (),
 ) -> Path:
     """Write the HTML page; ``cells`` has one row per cell (``label``, ``workload``,
     ``strategy``, ``zipf_s``, ``n_nodes``, ``tolerance``, ``run_id``,
@@ -418,6 +460,10 @@ def write_report(
         f"compared cell has at least {MIN_REPETITIONS} repetitions and the best CI overlaps "
         "no other.</p>",
     ]
+    if measured:
+        parts.append("<ul id='measured'>")
+        parts += [f"<li>{html.escape(line)}</li>" for line in measured]
+        parts.append("</ul>")
     if regressions or changes:
         parts.append("<ul class='flag' id='regressions'>")
         parts += [f"<li>{html.escape(r)}</li>" for r in [*regressions, *changes]]

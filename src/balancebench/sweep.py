@@ -218,6 +218,13 @@ class Cell:
         label = f"{self.workload} · {self.strategy} · s={self.zipf_s:g} · N={self.n_nodes}"
         return label if self.tolerance is None else f"{label} · tol={self.tolerance:g}"
 
+    @property
+    def group(self) -> str:
+        """Its cell group: the cells that differ only in the strategy, whose runs share one
+        dataset and one Spark application (and among which the report names a winner)."""
+        label = f"{self.workload} · s={self.zipf_s:g} · N={self.n_nodes}"
+        return label if self.tolerance is None else f"{label} · tol={self.tolerance:g}"
+
 
 def cells(grid: dict[str, list[Any]]) -> list[Cell]:
     """The grid's cells, strategies in registry order; a (workload, strategy) pair whose

@@ -25,8 +25,9 @@ from balancebench import tracking
 from balancebench.sweep import DEFAULT_GRID
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 
-# Two sweeps of 4 spark-submits, on a machine the other test workers share: the module's
-# fixtures take up to about 15 minutes there (the plugin's default limit is 900 s a test).
+# Sweeps of one spark-submit (two runs) each, a manual run and a sweep typed in the form:
+# on a machine the other test workers share, the module takes up to about 15 minutes (the
+# plugin's default limit is 900 s a test).
 pytestmark = [pytest.mark.slow, pytest.mark.service, pytest.mark.timeout(2400)]
 
 CELLS = {"workloads": ["topk"], "strategies": ["hash", "qmmp"], "zipf_s": [1.0], "n_nodes": [4]}
@@ -258,8 +259,9 @@ def _field(dialog, param: str):
 def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
     state, tis = sweeps["first"]
     assert state == "success", tis
-    names = sorted(t["rendered_map_index"] for t in tis if t["task_id"] == "run_cell")
-    assert names == [f"topk · {s} · s=1 · N=4 · rep 1" for s in ("hash", "qmmp")]
+    # One task (one Spark application) for the cell group, named after it.
+    names = [t["rendered_map_index"] for t in tis if t["task_id"] == "run_cell_group"]
+    assert names == ["group 1 of 1: topk · s=1 · N=4 (2 runs)"]
     parents = _sweep_parents()
     assert len(parents) == 2
     parent = parents.iloc[0]
@@ -267,10 +269,12 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
     assert "cells" in parent["tags.mlflow.note.content"]
     cells = tracking.child_runs(parent["run_id"])
     assert sorted(cells["tags.mlflow.runName"]) == ["topk · hash · s=1 · N=4", SLOW]
+    positions = []
     for _, cell in cells.iterrows():
         reps = tracking.child_runs(cell["run_id"])
         assert len(reps) == 1 and (reps["status"] == "FINISHED").all()
         assert (reps["params.timed_concurrency"] == "2").all()  # logged as asked
+        positions += list(reps["tags.balancebench.run_index"])
         lo, mean, hi = (cell[f"metrics.latency_p99_s_{s}"] for s in ("ci95_lo", "mean", "ci95_hi"))
         assert lo <= mean <= hi
         assert cell["metrics.repetitions_finished"] == 1
@@ -280,13 +284,14 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
             p.startswith(("params.pkg_", "params.packets_", "params.tpch_")) for p in params
         )
         assert cell["tags.regression"] == "no"
+    assert sorted(positions) == ["1", "2"]  # both ran in the group's one application
     artifacts = tracking._mlflow().MlflowClient().list_artifacts(parent["run_id"], "report")
     assert {Path(a.path).suffix for a in artifacts} == {".html", ".txt", ".csv"}
 
 
 def test_the_slowed_cell_and_only_it_is_flagged(service, sweeps):
     state, tis = sweeps["second"]
-    by_task = {t["task_id"]: t["state"] for t in tis if t["task_id"] != "run_cell"}
+    by_task = {t["task_id"]: t["state"] for t in tis if t["task_id"] != "run_cell_group"}
     assert by_task["summarize"] == "success"
     assert by_task["check_regressions"] == "failed"  # Airflow's alerting applies
     assert state == "failed"
