@@ -37,9 +37,7 @@ class StrategyRunOperator(SparkSubmitOperator):
         with contextlib.suppress(Exception):  # a kill must not fail on the store
             flag, value = self.application_args[:2]
             # The runs of one submission share its tag: the first spec's names them all.
-            spec = (
-                RunSpec.from_json(value) if flag == "--spec" else RunSpec.read_group(value)[0]
-            )
+            spec = RunSpec.from_json(value) if flag == "--spec" else RunSpec.read_group(value)[0]
             submission = spec.tags.get(tracking.SUBMISSION_TAG)
             if submission:
                 closed = tracking.close_runs_of_dag_run(

@@ -119,8 +119,13 @@ def _airflow(
                 sink.write(line)
                 # Progress and errors; never a traceback (the log keeps it, and the
                 # command ends with the first error and the log's path).
-                if any(mark in line for mark in ("[DAG TEST]", PROGRESS, "ERROR")):
-                    console.print(terminal_safe(line.rstrip()), markup=False, highlight=False)
+                if PROGRESS in line:  # our own line, without Airflow's log decoration
+                    shown = _progress_message(line)
+                elif any(mark in line for mark in ("[DAG TEST]", "ERROR")):
+                    shown = line.rstrip()
+                else:
+                    continue
+                console.print(terminal_safe(shown), markup=False, highlight=False)
             return proc.wait()
         finally:
             for sig, handler in previous.items():
@@ -128,6 +133,14 @@ def _airflow(
             group_file.unlink(missing_ok=True)
             watchdog.terminate()
             watchdog.wait()
+
+
+def _progress_message(line: str) -> str:
+    """A progress line as the CLI shows it: its time (HH:MM:SS) and message, without the
+    log level and logger name Airflow wraps a task's output in."""
+    message = line.split(PROGRESS, 1)[1].split(" [airflow.", 1)[0].strip()
+    stamp = re.match(r"\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d)", line)
+    return f"{stamp.group(1) + ' ' if stamp else ''}progress: {message}"
 
 
 def _stop_run(proc: subprocess.Popen, signum: int) -> None:

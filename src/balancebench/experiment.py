@@ -362,6 +362,8 @@ def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
 PROGRESS = "[balancebench progress]"
 #: A run's position in its Spark application, and how many runs the application had.
 RUN_INDEX_TAG, RUNS_IN_APPLICATION_TAG = "balancebench.run_index", "balancebench.runs_in_app"
+#: The cell group a sweep's run ran in (its Airflow task's name): ``group k of K: ...``.
+GROUP_TAG = "balancebench.cell_group"
 
 
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
@@ -502,7 +504,11 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         label = run.spec.run_name or run.spec.strategy
         if len(runs) > 1:
             left = _time_left(durations, len(runs) - index + 1)
-            print(f"{PROGRESS} run {index} of {len(runs)}: {label}{left}", flush=True)
+            group = run.spec.tags.get(GROUP_TAG)
+            where = (
+                f"{group}, run {index} of {len(runs)}" if group else f"run {index} of {len(runs)}"
+            )
+            print(f"{PROGRESS} {where}: {label}{left}", flush=True)
         started = time.perf_counter()
         try:
             records.append(_measure(spark, mlflow, run, loaded, shared_params, (index, len(runs))))

@@ -24,7 +24,7 @@ from balancebench.compare import (
     comparison_table,
     winners,
 )
-from balancebench.experiment import RunSpec
+from balancebench.experiment import GROUP_TAG, RunSpec
 from balancebench.generators import generate, generator_params
 from balancebench.params import applicable_params, validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
@@ -488,10 +488,11 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     for k, (label, group) in enumerate(groups.items(), 1):
         reps: dict[str, int] = dict.fromkeys(group["cells"], 0)
         specs = []
+        name = f"group {k} of {len(groups)}: {label} ({p['repetitions'] * len(reps)} runs)"
         for cell_label in rotated_rounds(list(group["cells"]), p["repetitions"]):
-            specs.append(_repetition_spec(group["cells"][cell_label], reps[cell_label], parent))
+            spec = _repetition_spec(group["cells"][cell_label], reps[cell_label], parent)
+            specs.append(dataclasses.replace(spec, tags={**spec.tags, GROUP_TAG: name}))
             reps[cell_label] += 1
-        name = f"group {k} of {len(groups)}: {label} ({len(specs)} runs)"
         path = results_dir() / parent / "groups" / f"group-{k}.json"
         out.append({"application_args": RunSpec.group_args(specs, path), "name": name})
     return out

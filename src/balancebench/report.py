@@ -26,7 +26,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from balancebench.compare import strategy_color, strategy_order
+from balancebench.compare import headline_metrics, logged_name, strategy_color, strategy_order
 from balancebench.regression import HIGHER, TIMED, Verdict
 
 #: Fewer finished repetitions than this in a compared cell: no winner is named.
@@ -319,8 +319,8 @@ def _checked(checks: dict[str, CellCheck] | None) -> str:
 
 #: The timed figure whose spread across positions in an application the report shows.
 POSITION_METRIC: Final[str] = "makespan_s_total"
-#: The harness's own time per run (driver wall minus charged cost), as logged.
-HARNESS_METRIC: Final[str] = "diag/harness_s_total"
+#: The harness's own time per run (driver wall minus charged cost), as MLflow names it.
+HARNESS_METRIC: Final[str] = logged_name("harness_s_total", headline_metrics())
 
 
 def measurement_lines(runs: pd.DataFrame) -> list[str]:
