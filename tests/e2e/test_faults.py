@@ -37,7 +37,7 @@ def _start_and_wait_for_progress(experiment: str) -> subprocess.Popen:
     deadline = time.monotonic() + 300
     assert proc.stdout is not None
     for line in proc.stdout:  # a Spark job is measuring a batch now
-        if "[balancebench progress]" in line:
+        if "progress: " in line:  # the CLI's progress line
             return proc
         assert time.monotonic() < deadline, "no progress line in 300 s"
     raise AssertionError(f"the run ended before any progress (exit {proc.wait()})")
