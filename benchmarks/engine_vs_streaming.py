@@ -39,14 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import execute, rotated_rounds, warm_up
-from balancebench.generators import generate, generator_params
+from balancebench.experiment import LoadedCell, rotated_rounds
 from balancebench.params import validate_params
-from balancebench.paths import datasets_dir
 from balancebench.schema import positive_int
-from balancebench.strategies import get_strategy, strategy_settings
-from balancebench.streams import build_stream
-from balancebench.workloads import get_workload
 
 #: The cells, run in this order: (join_arrival, Zipf s or None for ``--skew``, strategies).
 CELLS = (
@@ -73,15 +68,6 @@ def skew_params(skew: float, names: list[str], args: argparse.Namespace, arrival
             "seed": 1,
         }
     )
-
-
-def run(spark, df, interval, name: str, params: dict, args: argparse.Namespace) -> list:
-    from balancebench.spark.engine import EngineConfig
-
-    config = EngineConfig(get_workload("eq5"), args.nodes, args.batches, interval, 0.0)
-    strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
-    warm_up(spark, df, config, name, params)
-    return execute(spark, df, config, strategy, name, params)
 
 
 def median_per_batch(runs: list[list], value: Callable[[Any], float]) -> list[float]:
@@ -113,7 +99,6 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-engine-vs-streaming", master="local[*]")
@@ -121,12 +106,10 @@ def main() -> None:
     results: dict[tuple[str, float, str], list[list]] = {}
     for params in cells:
         skew, arrival = params["zipf_s"], params["join_arrival"]
-        folder, _ = generate("tpch", datasets_dir(), generator_params("tpch", params))
-        stream = build_stream("eq5", folder, params)
-        df, interval = load_replay(spark, stream, args.batches, args.senders)
+        cell = LoadedCell(spark, params)  # the executor a sweep's cell group runs on
         names = params["strategies"]
         for name in rotated_rounds(names, args.repeats):
-            batches = run(spark, df, interval, name, params, args)
+            batches, _ = cell.run(spark, name)
             results.setdefault((arrival, skew, name), []).append(batches)
         for name in names:
             runs = results[(arrival, skew, name)]
@@ -157,7 +140,7 @@ def main() -> None:
                 f"{np.mean([c.node_service_s for c in costs]) * 1e3:.0f} ms",
                 flush=True,
             )
-        release_replay(df)
+        cell.release()
 
     def per_tuple_us(key: tuple[str, float, str]) -> float:
         work = median_per_batch(results[key], lambda b: float(b.node_work_s.sum()))

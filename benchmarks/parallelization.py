@@ -39,15 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from balancebench import replay
-from balancebench.experiment import event_times, execute, rotated_rounds, summarize, warm_up
-from balancebench.generators import generate, generator_params
+from balancebench.experiment import LoadedCell
 from balancebench.params import validate_params
-from balancebench.paths import datasets_dir
 from balancebench.schema import positive_int
-from balancebench.strategies import get_strategy, strategy_settings
-from balancebench.streams import build_stream
-from balancebench.workloads import get_workload
 
 SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,28 +124,14 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import EngineConfig, load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-parallelization", master="local[*]")
     rows = []
     for params in cells:
         n = params["n_nodes"]
-        folder, _ = generate("tpch", datasets_dir(), generator_params("tpch", params))
-        stream = build_stream("band", folder, params)
-        df, interval = load_replay(spark, stream, args.batches, args.senders)
-        times = event_times(stream)
-        batch_of = replay.batch_index(times, interval, args.batches)
-        workload = get_workload("band")
-        summaries: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMES}
-        for name in rotated_rounds(SCHEMES, args.repeats):
-            config = EngineConfig(workload, n, args.batches, interval, args.window)
-            strategy = get_strategy(name, n_nodes=n, **strategy_settings(name, params))
-            warm_up(spark, df, config, name, params)
-            batches = execute(spark, df, config, strategy, name, params)
-            out = summarize(batches, times, batch_of, interval)
-            out["oracle_passed"] = float(all(b.oracle_passed for b in batches))
-            summaries[name].append(out)
+        cell = LoadedCell(spark, params)  # the executor a sweep's cell group runs on
+        summaries = cell.side_by_side(spark, SCHEMES, args.repeats)
         for name in SCHEMES:
             out = {k: float(np.median([o[k] for o in summaries[name]])) for k in summaries[name][0]}
             total = sum(out[c] for c in SPLIT)
@@ -176,7 +156,7 @@ def main() -> None:
                 f"oracle {'ok' if row['oracle_passed'] else 'FAILED'}",
                 flush=True,
             )
-        release_replay(df)
+        cell.release()
     spark.stop()
     table = pd.DataFrame(rows)
     if args.figure:

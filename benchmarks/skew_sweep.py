@@ -42,19 +42,15 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import time
 from typing import Any
 
 import numpy as np
 
-from balancebench import replay
-from balancebench.experiment import event_times, execute, rotated_rounds, summarize, warm_up
-from balancebench.generators import generate, generator_params
+from balancebench.experiment import LoadedCell, rotated_rounds
 from balancebench.params import validate_params
-from balancebench.paths import datasets_dir, local_dir
+from balancebench.paths import local_dir
 from balancebench.schema import positive_int
-from balancebench.strategies import STRATEGIES, get_strategy, strategy_settings
-from balancebench.streams import build_stream
+from balancebench.strategies import STRATEGIES
 from balancebench.workloads import get_workload
 
 DEFAULT_STRATEGIES = [
@@ -112,19 +108,9 @@ def cell_params(workload: str, skew: float, args: argparse.Namespace) -> dict[st
     )
 
 
-def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[str, Any]:
-    from balancebench.spark.engine import EngineConfig
-
-    config = EngineConfig(
-        get_workload(workload), args.nodes, args.batches, interval, params["window_s"]
-    )
-    strategy = get_strategy(name, n_nodes=args.nodes, **strategy_settings(name, params))
-    warm_up(spark, df, config, name, params)
-    started = time.perf_counter()
-    batches = execute(spark, df, config, strategy, name, params)
-    wall = time.perf_counter() - started
-    times = event_times(stream)
-    s = summarize(batches, times, replay.batch_index(times, interval, args.batches), interval)
+def run_one(spark: Any, cell: LoadedCell, name: str) -> dict[str, Any]:
+    """One run of ``name`` on the loaded cell (warmed up, measured, checked), as a row."""
+    batches, s = cell.run(spark, name)
     later = batches[1:] or batches
     ratio = [b.makespan_s / b.ideal_makespan_s for b in later if b.ideal_makespan_s > 0]
     return {
@@ -138,8 +124,8 @@ def run_one(spark, workload, stream, df, interval, name, params, args) -> dict[s
         "p99_s": s["latency_p99_s"],
         "tput": s["throughput_tuples_per_s"],
         "recv_per_node": s["avg_received_tuples_per_node_total"],
-        "ok": all(b.oracle_passed for b in batches),
-        "wall_s": wall,
+        "ok": s["oracle_passed"] == 1.0,
+        "wall_s": s["wall_s"],
         "batch_makespans_ms": [round(b.makespan_s * 1e3, 1) for b in batches],
     }
 
@@ -205,7 +191,6 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-skew-sweep", master="local[*]")
@@ -220,10 +205,7 @@ def main() -> None:
             params = cells[workload, skew]
             names = params["strategies"]
             try:
-                name_ds = params["dataset"]
-                folder, _ = generate(name_ds, datasets_dir(), generator_params(name_ds, params))
-                stream = build_stream(workload, folder, params)
-                df, interval = load_replay(spark, stream, args.batches, args.senders)
+                cell = LoadedCell(spark, params)  # the executor a sweep's cell group runs on
             except Exception as exc:  # a bad (workload, dataset) pair fails its cells only
                 for name in names:
                     print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
@@ -235,9 +217,7 @@ def main() -> None:
                 if name in failed:
                     continue
                 try:
-                    runs[name].append(
-                        run_one(spark, workload, stream, df, interval, name, params, args)
-                    )
+                    runs[name].append(run_one(spark, cell, name))
                 except Exception as exc:  # report and go on: one strategy must not stop
                     print(f"{workload:>8} {skew:>4} {name:>15} FAILED: {exc}", flush=True)
                     failed.add(name)
@@ -255,7 +235,7 @@ def main() -> None:
                     f"{r['ok']}",
                     flush=True,
                 )
-            release_replay(df)
+            cell.release()
     out = local_dir() / "benchmarks" / "skew_sweep.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     fields = sorted({k for r in rows for k in r})

@@ -255,41 +255,65 @@ def warm_up(spark: Any, stream_df: Any, config: Any, name: str, params: dict[str
         execute(spark, stream_df, warm, fresh_strategy(name, params), name, params)
 
 
+def engine_config(params: dict[str, Any], interval_s: float, master: str) -> Any:
+    """The engine configuration of a run from its checked Params: the one place it is
+    built (runs of the DAGs and of the benchmarks alike)."""
+    from balancebench.spark.engine import EngineConfig
+
+    return EngineConfig(
+        workload=get_workload(params["workload"]),
+        n_nodes=params["n_nodes"],
+        n_batches=params["n_batches"],
+        interval_s=interval_s,
+        window_s=params["window_s"],
+        band_width=params["band_width"],
+        top_k=params["top_k"],
+        node_capacity_state_tuples=params["node_capacity_state_tuples"],
+        reliable_state=reliable_state(params["state_checkpoint"], master),
+    )
+
+
 class LoadedCell:
     """One dataset's replay stream loaded in a Spark session, and what every run of it
-    needs (its engine configuration, the tuples' event times): side-by-side benchmarks
-    run all their strategies of a cell on one loaded cell (:meth:`run`)."""
+    needs (its engine configuration, the tuples' event times): the runs of a sweep's cell
+    group (:func:`run_group`) and of the side-by-side benchmarks are :meth:`run` calls on
+    one loaded cell."""
 
-    def __init__(self, spark: Any, params: dict[str, Any]) -> None:
-        from balancebench.generators import generate, generator_params
-        from balancebench.paths import datasets_dir
-        from balancebench.spark.engine import EngineConfig, load_replay
+    def __init__(
+        self, spark: Any, params: dict[str, Any], dataset_dir: str | Path | None = None
+    ) -> None:
+        from balancebench.spark.engine import load_replay
 
         self.params = params
-        name = params["dataset"]
-        folder, _ = generate(name, datasets_dir(), generator_params(name, params))
-        self.stream = build_stream(params["workload"], folder, params)
+        if dataset_dir is None:  # the benchmarks: the Params' dataset, generated or reused
+            from balancebench.generators import generate, generator_params
+            from balancebench.paths import datasets_dir
+
+            name = params["dataset"]
+            dataset_dir, _ = generate(name, datasets_dir(), generator_params(name, params))
+        self.stream = build_stream(params["workload"], dataset_dir, params)
         self.df, self.interval_s = load_replay(
             spark, self.stream, params["n_batches"], params["n_senders"]
         )
-        self.config = EngineConfig(
-            get_workload(params["workload"]),
-            params["n_nodes"],
-            params["n_batches"],
-            self.interval_s,
-            params["window_s"],
-            params["band_width"],
-            params["top_k"],
-        )
+        self.config = engine_config(params, self.interval_s, spark.sparkContext.master)
         self.times = event_times(self.stream)
         self.batch_of = replay.batch_index(self.times, self.interval_s, params["n_batches"])
 
-    def run(self, spark: Any, name: str) -> tuple[list[Any], dict[str, float]]:
-        """Strategy ``name``, warmed up (:func:`warm_up`), then measured: its batches and
-        run summary (:func:`summarize`)."""
+    def run(
+        self,
+        spark: Any,
+        name: str,
+        strategy: Any = None,
+        on_batch: Callable[[Any], None] | None = None,
+    ) -> tuple[list[Any], dict[str, float]]:
+        """Strategy ``name`` (``strategy``, or a fresh instance), warmed up
+        (:func:`warm_up`), then measured: its batches and run summary (:func:`summarize`,
+        with the measured batches' ``wall_s`` and ``oracle_passed``)."""
         warm_up(spark, self.df, self.config, name, self.params)
-        strategy = fresh_strategy(name, self.params)
-        batches = execute(spark, self.df, self.config, strategy, name, self.params)
+        strategy = strategy if strategy is not None else fresh_strategy(name, self.params)
+        started = time.perf_counter()
+        batches = execute(spark, self.df, self.config, strategy, name, self.params, on_batch)
+        wall_s = time.perf_counter() - started
         summary = summarize(
             batches,
             self.times,
@@ -297,6 +321,8 @@ class LoadedCell:
             self.interval_s,
             self.params["network_bandwidth_mb_per_s"],
         )
+        summary["wall_s"] = wall_s
+        summary["oracle_passed"] = float(all(b.oracle_passed for b in batches))
         return batches, summary
 
     def side_by_side(
@@ -453,7 +479,6 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
     stream = build_stream(workload.name, specs[0].dataset_dir, params)
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
-    from balancebench.spark.engine import EngineConfig, load_replay, release_replay
     from balancebench.spark.session import get_session
 
     setup_started = time.perf_counter()
@@ -472,26 +497,7 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
     }
-    stream_df, interval_s = load_replay(spark, stream, params["n_batches"], params["n_senders"])
-    config = EngineConfig(
-        workload=workload,
-        n_nodes=params["n_nodes"],
-        n_batches=params["n_batches"],
-        interval_s=interval_s,
-        window_s=params["window_s"],
-        band_width=params["band_width"],
-        top_k=params["top_k"],
-        node_capacity_state_tuples=params["node_capacity_state_tuples"],
-        reliable_state=reliable_state(params["state_checkpoint"], sc.master),
-    )
-    times = event_times(stream)
-    loaded = _Loaded(
-        stream_df,
-        interval_s,
-        config,
-        times,
-        replay.batch_index(times, interval_s, params["n_batches"]),
-    )
+    loaded = LoadedCell(spark, params, specs[0].dataset_dir)
     setup_s = time.perf_counter() - setup_started
     if len(runs) > 1:
         print(
@@ -518,7 +524,7 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
             failed.append(f"{label}: {tracking.failure_cause(exc)}")
             print(f"{PROGRESS} run {index} of {len(runs)} failed: {failed[-1]}", flush=True)
         durations.append(time.perf_counter() - started)
-    release_replay(stream_df)
+    loaded.release()
     spark.stop()
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
@@ -532,22 +538,11 @@ def _time_left(durations: Sequence[float], remaining: int) -> str:
     return f"; about {np.mean(durations) * remaining:.0f} s left"
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    """The dataset as every run of an application uses it."""
-
-    df: Any
-    interval_s: float
-    config: Any
-    times: np.ndarray
-    batch_of: np.ndarray
-
-
 def _measure(
     spark: Any,
     mlflow: Any,
     run: _Checked,
-    loaded: _Loaded,
+    loaded: LoadedCell,
     shared_params: dict[str, str],
     position: tuple[int, int],
 ) -> dict[str, Any]:
@@ -578,7 +573,6 @@ def _measure(
         **spec.tags,
         **reaper.owner_tags(),
     }
-    config = loaded.config
     with (
         mlflow.start_run(
             experiment_id=experiment_id,
@@ -590,16 +584,11 @@ def _measure(
     ):
         mlflow.log_params(run_params)
         tracking.log_metric_definitions(active.info.run_id)
-        warm_up(spark, loaded.df, config, spec.strategy, params)
-        started = time.perf_counter()
         try:
-            batches = execute(
+            batches, summary = loaded.run(
                 spark,
-                loaded.df,
-                config,
-                strategy,
                 spec.strategy,
-                params,
+                strategy,
                 on_batch=lambda r: _log_batch(
                     r,
                     spec.run_name or spec.strategy,
@@ -610,18 +599,6 @@ def _measure(
         except AssertionError:
             mlflow.log_metric("oracle_passed", 0.0)
             raise
-        wall_s = time.perf_counter() - started
-        summary = {
-            **summarize(
-                batches,
-                loaded.times,
-                loaded.batch_of,
-                loaded.interval_s,
-                params["network_bandwidth_mb_per_s"],
-            ),
-            "wall_s": wall_s,
-            "oracle_passed": 1.0,
-        }
         headline = headline_metrics()
         mlflow.log_metrics({logged_name(k, headline): v for k, v in summary.items()})
         answers = [b.answer if isinstance(b.answer, list | str) else None for b in batches]
