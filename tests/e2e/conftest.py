@@ -66,3 +66,18 @@ def listening_ports(pids: list[int]) -> set[int]:
         for line in out.splitlines()
         if any(f"pid={p}," in line for p in pids)
     }
+
+
+def deterministic_outputs(record: dict) -> dict:
+    """What a run (its JSON record) must reproduce exactly, wherever and with whatever
+    else it ran: routing, state, answers, migration, the oracle's verdict."""
+    summary = record["summary"]
+    return {
+        "node_received": record["node_received"],
+        "node_state": record["node_state"],
+        "answers": record["answers"],
+        "result_digest": record["result_digest"],
+        "routing_table_entries_max": summary["routing_table_entries_max"],
+        "migrated_tuples_total": summary["migrated_tuples_total"],
+        "oracle_passed": summary["oracle_passed"],
+    }

@@ -15,7 +15,7 @@ from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
-from tests.e2e.conftest import BIN, ROOT, TINY
+from tests.e2e.conftest import BIN, ROOT, TINY, deterministic_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -37,19 +37,6 @@ def _submit(args: list[str]) -> str:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return done.stdout
-
-
-def _deterministic(record: dict) -> dict:
-    summary = record["summary"]
-    return {
-        "node_received": record["node_received"],
-        "node_state": record["node_state"],
-        "answers": record["answers"],
-        "result_digest": record["result_digest"],
-        "migrated_tuples_total": summary["migrated_tuples_total"],
-        "routing_table_entries_max": summary["routing_table_entries_max"],
-        "oracle_passed": summary["oracle_passed"],
-    }
 
 
 def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(local_state, tmp_path):
@@ -82,12 +69,12 @@ def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(loca
     records = [record(s) for s in shared]
     assert [r["run_index"] for r in records] == [1, 2, 3, 4]
     # mnrt (which migrates state) after hash, and after itself: as when it ran alone.
-    expected = _deterministic(record(alone))
+    expected = deterministic_outputs(record(alone))
     assert expected["migrated_tuples_total"] > 0  # the comparison covers a migration
     for r in records:
         if r["strategy"] == "mnrt":
-            assert _deterministic(r) == expected
-    hashes = [_deterministic(r) for r in records if r["strategy"] == "hash"]
+            assert deterministic_outputs(r) == expected
+    hashes = [deterministic_outputs(r) for r in records if r["strategy"] == "hash"]
     assert hashes[0] == hashes[1]
     # The task log says where the application is, with the time left after a run.
     assert "application setup (session, dataset load)" in log

@@ -18,7 +18,14 @@ from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
-from tests.e2e.conftest import BIN, ROOT, TINY, listening_ports, only_loopback
+from tests.e2e.conftest import (
+    BIN,
+    ROOT,
+    TINY,
+    deterministic_outputs,
+    listening_ports,
+    only_loopback,
+)
 
 # The whole file runs in `make test-faults`: the cluster (a master, two workers and their
 # executors, five JVMs on the same 2 cores) starts once per CI run, not once per target.
@@ -127,20 +134,6 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     assert results["cluster"]["summary"]["oracle_passed"] == 1.0
 
 
-def _deterministic(record: dict) -> dict:
-    """What a run must reproduce exactly, whatever happened to its executors."""
-    summary = record["summary"]
-    return {
-        "node_received": record["node_received"],
-        "node_state": record["node_state"],
-        "answers": record["answers"],
-        "result_digest": record["result_digest"],
-        "routing_table_entries_max": summary["routing_table_entries_max"],
-        "migrated_tuples_total": summary["migrated_tuples_total"],
-        "oracle_passed": summary["oracle_passed"],
-    }
-
-
 # Last in the module: it kills a worker of the module's cluster.
 @pytest.mark.faults
 def test_a_run_survives_a_lost_executor(cluster, tmp_path):
@@ -198,4 +191,4 @@ def test_a_run_survives_a_lost_executor(cluster, tmp_path):
     assert len(alive) == 1  # the run really finished on one worker
     fault = json.loads((tmp_path / "fault.json").read_text())
     assert fault["spark_master"] == master
-    assert _deterministic(fault) == _deterministic(calm)
+    assert deterministic_outputs(fault) == deterministic_outputs(calm)
