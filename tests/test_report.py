@@ -291,6 +291,7 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
     assert line.startswith(f"  {label}: checked against 3 earlier run(s) (last: ")
     assert all(r[:8] in line for r in earlier["run_id"])  # (runs started in one ms: any order)
     assert "cells with fewer than 3 repetitions (their CIs say little): 0" in result["summary"]
+    assert re.search(r"sweep wall time: \d+\.\d min for \d+ finished runs", result["summary"])
     page = Path(result["report"]).read_text(encoding="utf-8")
     for rid in earlier["run_id"]:
         assert f"/runs/{rid}?workflowType=machine_learning'>{rid[:8]}</a>" in page

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -623,6 +624,10 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         rows.append(row)
     table = pd.DataFrame(rows)
     measured = measurement_lines(pd.concat(measured_runs) if measured_runs else pd.DataFrame())
+    # The sweep's wall time so far: from its parent run's start (the generate step) to now.
+    wall_s = time.time() - client.get_run(parent).info.start_time / 1000
+    finished = int(sum(row["repetitions_finished"] for row in rows))
+    measured.insert(0, f"sweep wall time: {wall_s / 60:.1f} min for {finished} finished runs")
     for line in measured:
         print(f"{PROGRESS} {line}", flush=True)
     title = f"{_sweep_name(p)} {generated['run_id']} (parent run {parent[:8]})"
@@ -651,7 +656,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         fig = get_figure(p["figure"])
         caption = (
             f"{fig.scale}; {p['repetitions']} repetitions, mean, bars: bootstrap 95% CI; "
-            f"seed {p['seed']}; sweep run {parent[:8]}"
+            f"seed {p['seed']}; {wall_s / 60:.0f} min wall; sweep run {parent[:8]}"
         )
         figure_path = draw_figure(table, fig, results_dir() / parent, caption)
         client.log_artifact(parent, str(figure_path), "figure")
