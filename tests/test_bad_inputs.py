@@ -128,6 +128,10 @@ CASES: list[tuple[list[str], str]] = [
     # balancebench figure (paper 000's experiments)
     (["figure", "9z"], "figure"),
     (["figure", "3a", "--conf", '{"repetitions": 0}'], "repetitions"),
+    # balancebench sweep (the nightly sweep once; its number axes typed as text)
+    (["sweep", "--conf", '{"grid_zipf_s": "0.8,,1"}'], "grid_zipf_s: '0.8,,1' is not numbers"),
+    (["sweep", "--conf", '{"grid_n_nodes": "4.5"}'], "grid_n_nodes"),
+    (["sweep", "--conf", '{"grid_strategies": ["nope"]}'], "grid_strategies"),
 ]
 
 
