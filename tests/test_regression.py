@@ -208,3 +208,22 @@ def test_the_form_draws_the_name_axes_as_multi_selects():
         assert spec["type"] == "string"
         assert validate_sweep_params({})["grid"][axis] == DEFAULT_GRID[axis]
     assert SWEEP_PARAMS["grid"]["default"] is None
+
+
+def test_checked_sweep_params_pass_the_check_again():
+    """The CLI checks a sweep's Params at the door and the DAG checks them again: a typed
+    grid axis must not then count as set beside the grid it built."""
+    once = validate_sweep_params({"grid_zipf_s": "1.0", "grid_strategies": ["hash"]})
+    twice = validate_sweep_params(once)
+    assert (
+        twice["grid"] == once["grid"] == {**DEFAULT_GRID, "zipf_s": [1.0], "strategies": ["hash"]}
+    )
+    # A number written as people write it; what is not a number list is refused, also by
+    # the pattern alone (Airflow checks it with re.search before our door).
+    assert validate_sweep_params({"grid_zipf_s": ".5, 1."})["grid"]["zipf_s"] == [0.5, 1.0]
+    import re as regex
+
+    from balancebench.sweep import SWEEP_PARAMS
+
+    pattern = SWEEP_PARAMS["grid_zipf_s"]["pattern"]
+    assert not regex.search(pattern, "0.8,,1") and not regex.search(pattern, "x1")

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,7 +39,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything a strategy run needs; serialised into the spark-submit arguments."""
+    """Everything a strategy run needs; serialised into the spark-submit arguments (one
+    spec) or a specs file (a cell group's, :meth:`group_args`)."""
 
     dataset_dir: str
     strategy: str
@@ -497,7 +499,27 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
     }
-    loaded = LoadedCell(spark, params, specs[0].dataset_dir)
+    try:
+        loaded = LoadedCell(spark, params, specs[0].dataset_dir)
+    except BaseException:
+        spark.stop()  # no run was opened: the task log has the cause
+        raise
+    try:
+        return _run_loaded(spark, mlflow, runs, loaded, shared_params, setup_started)
+    finally:
+        loaded.release()
+        spark.stop()
+
+
+def _run_loaded(
+    spark: Any,
+    mlflow: Any,
+    runs: Sequence[_Checked],
+    loaded: LoadedCell,
+    shared_params: dict[str, str],
+    setup_started: float,
+) -> list[dict[str, Any]]:
+    """:func:`run_group`'s runs on the loaded dataset, in order, with progress lines."""
     setup_s = time.perf_counter() - setup_started
     if len(runs) > 1:
         print(
@@ -522,10 +544,9 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
             if len(runs) == 1:
                 raise
             failed.append(f"{label}: {tracking.failure_cause(exc)}")
+            traceback.print_exc()  # the whole cause in the task log; the other runs go on
             print(f"{PROGRESS} run {index} of {len(runs)} failed: {failed[-1]}", flush=True)
         durations.append(time.perf_counter() - started)
-    loaded.release()
-    spark.stop()
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
     return records

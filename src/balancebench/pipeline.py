@@ -429,13 +429,22 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
     groups: dict[str, dict[str, Any]] = {}
+    shares: dict[str, list[str]] = {}  # per cell group, the strategies of its application
+    for cell in cells(p["grid"]):
+        shares.setdefault(cell.group, []).append(cell.strategy)
     for cell in cells(p["grid"]):
         cp = cell_params(p, cell)
         data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
         applies = applicable_params(cp, [cell.strategy])
         # Same key = comparable history: same cell, same Params (n_tuples, seed, ...),
-        # measured the same way (runs sharing an application warm each other's JVM).
-        keyed = {**applies, "measured_in": MEASURED_IN}
+        # measured the same way: a run's position in its application moves its timings
+        # (the report's position check), so the application's strategies and repetitions
+        # are part of the key.
+        keyed = {
+            **applies,
+            "measured_in": MEASURED_IN,
+            "application": {"strategies": shares[cell.group], "repetitions": p["repetitions"]},
+        }
         key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
         tags = {
             tracking.ROLE_TAG: "cell",

@@ -1,9 +1,11 @@
 """The nightly sweep: its Params, its cells and the statistics over repetitions.
 
 A sweep is a grid of workloads x strategies x ``zipf_s`` x ``n_nodes``; each cell runs
-``repetitions`` times, each repetition one ``spark-submit`` of the same
-:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses. A cell's
-repetitions share the seeded dataset, so their spread is the timing noise of the machine;
+``repetitions`` times, each repetition a run of the same
+:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses, inside its
+cell group's one Spark application (:attr:`Cell.group`, ``experiment.run_group``). A
+cell's repetitions share the seeded dataset, so their spread is the timing noise of the
+machine and of the run's position in its application;
 every timed figure is reported as mean, std and a bootstrap 95% confidence interval.
 """
 
@@ -59,8 +61,9 @@ def _axis(axis: str) -> dict[str, Any]:
 #: The numeric axes' Params are typed as text, numbers separated by commas: Airflow's form
 #: shows a list of numbers in a code editor that closes brackets as you type.
 _NUMBER_LISTS: dict[str, tuple[type, str, str]] = {
-    "zipf_s": (float, "numbers", r"\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*"),
-    "n_nodes": (int, "whole numbers", r"\s*\d+(\s*,\s*\d+)*\s*"),
+    # Anchored: Airflow's form and REST API check a pattern with re.search.
+    "zipf_s": (float, "numbers", r"^\s*(\d+\.?\d*|\.\d+)(\s*,\s*(\d+\.?\d*|\.\d+))*\s*$"),
+    "n_nodes": (int, "whole numbers", r"^\s*\d+(\s*,\s*\d+)*\s*$"),
 }
 
 
@@ -290,7 +293,7 @@ def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
     """The sweep's grid: the JSON ``grid`` (a script's, or a figure's) or else the
     ``grid_*`` axis Params. Both at once is refused, naming the axes set."""
     axes = {axis: _axis_values(params, axis) for axis in GRID_AXES}
-    if params["grid"] is None:
+    if params["grid"] is None or params["grid"] == axes:  # (checked Params checked again)
         return axes
     changed = [f"grid_{axis}" for axis in GRID_AXES if axes[axis] != DEFAULT_GRID[axis]]
     if changed:
