@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
 from balancebench.paths import local_dir  # noqa: E402
+from balancebench.tracking import MODEL_TRAINING_VIEW  # noqa: E402
 
 BIN = Path(sys.executable).parent
 USER = "admin"
@@ -399,9 +400,9 @@ def start(spark_master: str | None = None) -> None:
         raise
     print()
     print(f"Airflow UI:  http://127.0.0.1:{api_port}   (user {USER})")
-    # The experiment list on MLflow's model-training pages (tracking.MODEL_TRAINING_VIEW).
+    # The experiment list on MLflow's model-training pages.
     print(
-        f"MLflow UI:   http://127.0.0.1:{mlflow_port}/#/experiments?workflowType=machine_learning"
+        f"MLflow UI:   http://127.0.0.1:{mlflow_port}/#/experiments?{MODEL_TRAINING_VIEW}"
         f"   (user {USER}, same password)"
     )
     print(f"password:    in {state_dir() / 'password'} (readable only by you; not printed)")

@@ -282,18 +282,19 @@ class LoadedCell:
     one loaded cell."""
 
     def __init__(
-        self, spark: Any, params: dict[str, Any], dataset_dir: str | Path | None = None
+        self, spark: Any, params: dict[str, Any], stream: ReplayStream | None = None
     ) -> None:
         from balancebench.spark.engine import load_replay
 
         self.params = params
-        if dataset_dir is None:  # the benchmarks: the Params' dataset, generated or reused
+        if stream is None:  # the benchmarks: the Params' dataset, generated or reused
             from balancebench.generators import generate, generator_params
             from balancebench.paths import datasets_dir
 
             name = params["dataset"]
-            dataset_dir, _ = generate(name, datasets_dir(), generator_params(name, params))
-        self.stream = build_stream(params["workload"], dataset_dir, params)
+            folder, _ = generate(name, datasets_dir(), generator_params(name, params))
+            stream = build_stream(params["workload"], folder, params)
+        self.stream = stream
         self.df, self.interval_s = load_replay(
             spark, self.stream, params["n_batches"], params["n_senders"]
         )
@@ -500,7 +501,7 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         **tracking.library_versions(),
     }
     try:
-        loaded = LoadedCell(spark, params, specs[0].dataset_dir)
+        loaded = LoadedCell(spark, params, stream)
     except BaseException:
         spark.stop()  # no run was opened: the task log has the cause
         raise

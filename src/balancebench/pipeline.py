@@ -429,10 +429,11 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
     groups: dict[str, dict[str, Any]] = {}
+    grid_cells = cells(p["grid"])
     shares: dict[str, list[str]] = {}  # per cell group, the strategies of its application
-    for cell in cells(p["grid"]):
+    for cell in grid_cells:
         shares.setdefault(cell.group, []).append(cell.strategy)
-    for cell in cells(p["grid"]):
+    for cell in grid_cells:
         cp = cell_params(p, cell)
         data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
         applies = applicable_params(cp, [cell.strategy])
@@ -500,21 +501,23 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         specs = []
         name = f"group {k} of {len(groups)}: {label} ({p['repetitions'] * len(reps)} runs)"
         for cell_label in rotated_rounds(list(group["cells"]), p["repetitions"]):
-            spec = _repetition_spec(group["cells"][cell_label], reps[cell_label], parent)
-            specs.append(dataclasses.replace(spec, tags={**spec.tags, GROUP_TAG: name}))
+            specs.append(
+                _repetition_spec(group["cells"][cell_label], reps[cell_label], parent, name)
+            )
             reps[cell_label] += 1
         path = results_dir() / parent / "groups" / f"group-{k}.json"
         out.append({"application_args": RunSpec.group_args(specs, path), "name": name})
     return out
 
 
-def _repetition_spec(cell: RunSpec, rep: int, sweep: str) -> RunSpec:
-    """Repetition ``rep`` (from 0) of a cell's run."""
+def _repetition_spec(cell: RunSpec, rep: int, sweep: str, group: str) -> RunSpec:
+    """Repetition ``rep`` (from 0) of a cell's run, in the application of cell group
+    ``group`` (its task's name)."""
     return dataclasses.replace(
         cell,
         result_path=str(results_dir() / sweep / f"{cell.parent_run_id}-rep{rep}.json"),
         run_name=f"{cell.run_name} · rep {rep + 1}",
-        tags={**cell.tags, "balancebench.repetition": str(rep)},
+        tags={**cell.tags, "balancebench.repetition": str(rep), GROUP_TAG: group},
     )
 
 
