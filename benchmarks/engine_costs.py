@@ -45,7 +45,7 @@ from balancebench.experiment import LoadedCell, rotated_runs
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.params import validate_params
 from balancebench.schema import positive_int
-from balancebench.sweep import repetition_stats
+from balancebench.stats import repetition_stats
 
 SECTIONS = ("routing", "fixed", "per_tuple", "signal", "migration")
 

@@ -5,24 +5,18 @@ paper 001's Figs. 6-7 (its parallelization schemes on the engine) through
 
     uv run python benchmarks/paper_figures.py              # all (paper 000: hours)
     uv run python benchmarks/paper_figures.py --only backpressure_volume
-    uv run python benchmarks/paper_figures.py --only 000-3a --repetitions 2
-    uv run python benchmarks/paper_figures.py --only 000-3a 000-8 --in-session
+    uv run python benchmarks/paper_figures.py --only 000-3a --repetitions 4
 
 Each paper 000 figure is one ``balancebench figure <key>`` (a real ``airflow dags test``
-of the sweep: datasets, GX validation, one spark-submit per cell and repetition, every
-batch checked by the oracle, MLflow); each model experiment one ``balancebench run-model
---conf ...``. The figure and its table are copied to ``docs/figures/`` (the README shows
-them). The CONF of each model experiment is below, and ``balancebench.paper000`` holds
-the paper 000 presets, so any figure can be re-made by hand.
-
-``--in-session`` runs a paper 000 figure the side-by-side way instead (no Airflow, no
-MLflow): the same preset, Params and oracle, one Spark session per x value, all its
-strategies ``--repetitions`` times in rotated order on the once-loaded cell
-(:meth:`LoadedCell.side_by_side`), each warmed up under its own strategy. It is minutes
-where the sweep is hours, and its runs pay no per-submit start-up. Beside the figure it
-writes ``paper000-fig<key>.components.csv``: routing, node service, migration, plan and
-imbalance per (strategy, x), mean and CI, so every "not reproduced" can be traced to a
-component.
+of the sweep: datasets, GX validation, one Spark application per cell group running its
+strategies and repetitions side by side in rotated order, every batch checked by the
+oracle, one MLflow run per repetition). The figure, its table and its
+``.components.csv`` (routing, node service, migration, plan, imbalance per strategy and
+x, mean and CI: what a "not reproduced" is traced to) are copied to ``docs/figures/``.
+Each model experiment is one ``balancebench run-model --conf ...`` (its CONF is below),
+with its figure and summary table (mean and bootstrap 95% CI per metric). Every figure's
+wall time and repetitions go to ``docs/data/paper_figures.csv`` (one row per figure, the
+latest run), which the README's readings quote.
 """
 
 from __future__ import annotations
@@ -35,11 +29,13 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from balancebench import tracking
 from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES
-from balancebench.params import validate_params
 from balancebench.paths import results_dir
 from balancebench.schema import positive_int
+from balancebench.sweep import cells, validate_sweep_params
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures"
@@ -69,14 +65,14 @@ EXPERIMENTS: dict[str, dict] = {
     # Paper 001 §5.2 Fig. 8: utilisation mean/std over time; the mean moves 2000 -> 8000 ...
     "elastic_mean_shift": {
         "model": "elastic",
-        "repetitions": 2,
+        "repetitions": 3,
         "phone_stream_sigma_from": 100.0,
         "phone_stream_sigma_to": 100.0,
     },
     # ... and sigma shrinks 100 -> 25 in 25 steps (mean fixed).
     "elastic_sigma_shrink": {
         "model": "elastic",
-        "repetitions": 2,
+        "repetitions": 3,
         "phone_stream_mean_from": 5000.0,
         "phone_stream_mean_to": 5000.0,
     },
@@ -85,6 +81,10 @@ EXPERIMENTS: dict[str, dict] = {
         "model": "backpressure",
         "repetitions": 3,
         "packets_total_mb": 5000,
+        # The packet trace is the one generated dataset, so with size / rate service times
+        # every repetition would be the same number: exponential service times (each
+        # repetition its own seed) make the repetitions samples.
+        "backpressure_service_time_distribution": "exponential",
         "grid": {"backpressure_total_mb": [500, 1000, 2000, 5000]},
     },
     # Paper 003 Table 1: the alpha/beta grid at 5 GB (migration only), with BWn normalised
@@ -92,8 +92,9 @@ EXPERIMENTS: dict[str, dict] = {
     "backpressure_alpha_beta": {
         "model": "backpressure",
         "strategies": ["migration"],
-        "repetitions": 2,
+        "repetitions": 3,
         "packets_total_mb": 5000,
+        "backpressure_service_time_distribution": "exponential",
         "grid": {
             "backpressure_alpha": [0.1, 0.3, 0.5],
             "backpressure_beta": [0.1, 0.3, 0.5],
@@ -103,116 +104,71 @@ EXPERIMENTS: dict[str, dict] = {
     # Paper 004 Figs. 1-4: fluctuation, load moved, latency over time; latency vs load.
     "overlay_load": {
         "model": "overlay",
-        "repetitions": 2,
+        "repetitions": 3,
         "grid": {"overlay_target_load": [0.2, 0.4, 0.6, 0.8]},
     },
 }
 
 
 PAPER_000 = [f"000-{key}" for key in FIGURES]
+#: Runs per scheme of ``parallelization.py --figure`` (its median; rotated order).
+PARALLELIZATION_REPEATS = 3
 #: Paper 001 Figs. 6-7: query / operator / operator-set parallelism on the engine.
 PAPER_001 = "001-6-7"
 
 
-def paper_000_figure(cli: Path, name: str, repetitions: int) -> None:
+#: One row per figure: its repetitions, runs and wall time when last made.
+TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
+TIMING_COLUMNS = ("figure", "repetitions", "runs", "wall_s", "made_utc", "source_run")
+
+
+def record_timing(figure: str, repetitions: int, runs: int, wall_s: float, source: str) -> None:
+    """Replace ``figure``'s row of :data:`TIMINGS` (the other figures' rows stay)."""
+    import csv
+    from datetime import UTC, datetime
+
+    rows = []
+    if TIMINGS.exists():
+        with TIMINGS.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["figure"] != figure]
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    rows.append(
+        dict(
+            zip(
+                TIMING_COLUMNS,
+                [figure, repetitions, runs, f"{wall_s:.0f}", made, source],
+                strict=True,
+            )
+        )
+    )
+    TIMINGS.parent.mkdir(parents=True, exist_ok=True)
+    with TIMINGS.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=TIMING_COLUMNS)
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: r["figure"]))
+
+
+def paper_000_figure(cli: Path, name: str, repetitions: int) -> bool:
     key = name.removeprefix("000-")
     conf = json.dumps({"repetitions": repetitions})
     print(f"== paper 000 Fig. {key}: {FIGURES[key].title} ({repetitions} repetitions)", flush=True)
     started_ms = int(time.time() * 1000)
+    started = time.perf_counter()
     done = subprocess.run([str(cli), "figure", key, "--conf", conf], cwd=ROOT)
+    wall_s = time.perf_counter() - started
     sweep = tracking.latest_parent_run(FIGURE_EXPERIMENT, "nightly_sweep", started_ms, "sweep")
     drawn = None if sweep is None else sweep.get("tags.figure_path")
     if done.returncode != 0 or not isinstance(drawn, str):
         print(f"   FAILED ({done.returncode})", flush=True)
-        return
+        return False
     png = Path(drawn)
-    shutil.copy(png, OUT / png.name)
-    shutil.copy(png.with_suffix(".csv"), OUT / png.with_suffix(".csv").name)
-    print(f"   -> {OUT / png.name}, .csv", flush=True)
-
-
-#: What a figure's reading is traced to (mean and CI per strategy and x), besides its plotted
-#: metrics: the charged components, the plan's wall, the imbalance and what moved.
-COMPONENTS = (
-    "charged_s_total",
-    "route_s_total",
-    "makespan_s_total",
-    "migration_s_total",
-    "plan_time_ms_mean",
-    "imbalance_max_over_mean_mean",
-    "migrated_tuples_total",
-    "capacity_tuples_per_s",
-    "latency_p99_s",
-    "node_work_r2",
-)
-
-
-def paper_000_in_session(name: str, repetitions: int) -> None:
-    """One paper 000 figure, side by side in one Spark session per x value."""
-    import os
-
-    import pandas as pd
-
-    from balancebench.experiment import LoadedCell, report_run
-    from balancebench.paper000 import draw_figure, get_figure
-    from balancebench.spark.session import get_session
-    from balancebench.sweep import cell_params, cells, repetition_columns, validate_sweep_params
-
-    key = name.removeprefix("000-")
-    fig = get_figure(key)
-    sweep = validate_sweep_params({"figure": key, "repetitions": repetitions})
-    groups: dict[tuple, list] = {}
-    for cell in cells(sweep["grid"]):
-        groups.setdefault((cell.workload, cell.zipf_s, cell.n_nodes, cell.tolerance), []).append(
-            cell
-        )
-    # every group's Params checked before any work
-    points = {
-        g: validate_params(
-            {**cell_params(sweep, members[0]), "strategies": [c.strategy for c in members]}
-        )
-        for g, members in groups.items()
-    }
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    print(f"== paper 000 Fig. {key} in one session per x ({repetitions} repetitions)", flush=True)
-    started = time.perf_counter()
-    rows = []
-    for k, ((workload, skew, n_nodes, tolerance), params) in enumerate(points.items(), 1):
-        names = params["strategies"]
-        print(
-            f"point {k} of {len(points)}: {workload}, s={skew:g}, N={n_nodes}"
-            + ("" if tolerance is None else f", tol={tolerance:g}")
-            + f" ({len(names)} strategies x {repetitions})",
-            flush=True,
-        )
-        spark = get_session(f"balancebench-fig{key}-{k}", master="local[*]")
-        loaded = LoadedCell(spark, params)
-        runs = loaded.side_by_side(spark, names, repetitions, report_run(len(names) * repetitions))
-        loaded.release()
-        spark.stop()
-        for strategy, summaries in runs.items():
-            row = {
-                "strategy": strategy,
-                "zipf_s": skew,
-                "n_nodes": n_nodes,
-                "tolerance": params["tolerance"] if tolerance is None else tolerance,
-                "repetitions_finished": float(len(summaries)),
-            }
-            row.update(repetition_columns(summaries, dict.fromkeys([*fig.metrics, *COMPONENTS])))
-            rows.append(row)
-    wall = time.perf_counter() - started
-    table = pd.DataFrame(rows)
-    caption = (
-        f"{fig.scale}; {repetitions} repetitions, mean and bootstrap 95% CI; seed "
-        f"{sweep['seed']}; side by side in one Spark session per x value, rotated order "
-        f"(paper_figures.py --in-session); wall {wall / 60:.0f} min"
-    )
-    png = draw_figure(table, fig, OUT, caption)
-    cols = ["strategy", fig.x] + [c for c in table if any(c.startswith(m) for m in COMPONENTS)]
-    table[cols].sort_values([fig.x, "strategy"]).to_csv(
-        OUT / f"{png.stem}.components.csv", index=False
-    )
-    print(f"   -> {png}, .csv, .components.csv (wall {wall / 60:.1f} min)", flush=True)
+    copied = [png, png.with_suffix(".csv"), png.with_suffix(".components.csv")]
+    for path in copied:
+        shutil.copy(path, OUT / path.name)
+    runs = len(cells(validate_sweep_params({"figure": key})["grid"])) * repetitions
+    record_timing(f"000-{key}", repetitions, runs, wall_s, f"sweep run {sweep['run_id']}")
+    print(f"   -> {OUT / png.name}, .csv, .components.csv ({wall_s / 60:.1f} min)", flush=True)
+    return True
 
 
 def main() -> None:
@@ -222,26 +178,28 @@ def main() -> None:
     parser.add_argument(
         "--repetitions", type=positive_int, default=3, help="per cell of a paper 000 figure"
     )
-    parser.add_argument(
-        "--in-session",
-        action="store_true",
-        help="paper 000 figures side by side in one Spark session per x value (no Airflow)",
-    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     cli = Path(sys.executable).parent / "balancebench"
+    started = time.perf_counter()
+    failed = []
     for name in args.only:
-        if name in PAPER_000 and args.in_session:
-            paper_000_in_session(name, args.repetitions)
-            continue
         if name in PAPER_000:
-            paper_000_figure(cli, name, args.repetitions)
+            if not paper_000_figure(cli, name, args.repetitions):
+                failed.append(name)
             continue
+        item_started = time.perf_counter()
         if name == PAPER_001:
             print(f"== paper 001 Figs. 6-7: {ROOT / 'benchmarks' / 'parallelization.py'}")
             script = str(ROOT / "benchmarks" / "parallelization.py")
             done = subprocess.run([sys.executable, script, "--figure"], cwd=ROOT)
-            print("   FAILED" if done.returncode else "   done", flush=True)
+            if done.returncode:
+                print("   FAILED", flush=True)
+                failed.append(name)
+                continue
+            wall_s = time.perf_counter() - item_started
+            record_timing(name, PARALLELIZATION_REPEATS, 0, wall_s, "benchmarks/parallelization.py")
+            print(f"   done ({wall_s / 60:.1f} min)", flush=True)
             continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
         print(f"== {name}: {json.dumps(conf)}", flush=True)
@@ -249,11 +207,25 @@ def main() -> None:
         latest = tracking.latest_parent_run(conf["experiment"])
         if done.returncode != 0 or latest is None:
             print(f"   FAILED ({done.returncode})", flush=True)
+            failed.append(name)
             continue
+        wall_s = time.perf_counter() - item_started
         folder = results_dir() / latest["run_id"]
         shutil.copy(folder / f"{conf['model']}.png", OUT / f"{name}.png")
         shutil.copy(folder / "model_summary.csv", OUT / f"{name}.csv")
-        print(f"   -> {OUT / name}.png, .csv", flush=True)
+        points = len(pd.read_csv(folder / "model_summary.csv"))
+        runs = points * conf["repetitions"]
+        record_timing(name, conf["repetitions"], runs, wall_s, f"model run {latest['run_id']}")
+        print(f"   -> {OUT / name}.png, .csv ({wall_s / 60:.1f} min)", flush=True)
+    total = time.perf_counter() - started
+    print(
+        f"== {len(args.only) - len(failed)} of {len(args.only)} made in {total / 60:.1f} min; "
+        f"per figure: {TIMINGS}",
+        flush=True,
+    )
+    if failed:
+        print(f"   FAILED: {', '.join(failed)}", flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

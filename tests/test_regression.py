@@ -10,7 +10,8 @@ import pytest
 
 from balancebench import regression
 from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
-from balancebench.sweep import DEFAULT_GRID, cells, repetition_stats, validate_sweep_params
+from balancebench.stats import repetition_stats
+from balancebench.sweep import DEFAULT_GRID, cells, validate_sweep_params
 
 
 def test_baseline_is_the_best_rolling_worst_of_three():

@@ -584,7 +584,9 @@ def run_model(
         import pandas as pd
 
         frame = pd.read_csv(summary)
-        keep = [c for c in frame.columns if c != "run_id" and not c.endswith("_rep_std")]
+        from balancebench.models.sweep import REPETITION_SUFFIXES
+
+        keep = [c for c in frame.columns if c != "run_id" and not c.endswith(REPETITION_SUFFIXES)]
         varied = [c for c in keep if c in {k.split("_", 1)[1] for k in params["grid"]}]
         frame = frame[keep]
         frame.index = [" ".join(str(v) for v in row) for row in frame[["strategy", *varied]].values]

@@ -175,15 +175,30 @@ FIGURES: Final[dict[str, PaperFigure]] = {
 FIGURE_METRICS: Final[tuple[str, ...]] = tuple(
     sorted({m for f in FIGURES.values() for m in f.metrics})
 )
+#: What a figure's reading is traced to, besides its plotted metrics (mean and CI per
+#: strategy and x, in ``paper000-fig<key>.components.csv``): the charged components, the
+#: plan's wall, the imbalance, what moved and the capacity.
+FIGURE_COMPONENTS: Final[tuple[str, ...]] = (
+    "charged_s_total",
+    "route_s_total",
+    "makespan_s_total",
+    "migration_s_total",
+    "plan_time_ms_mean",
+    "imbalance_max_over_mean_mean",
+    "migrated_tuples_total",
+    "capacity_tuples_per_s",
+    "latency_p99_s",
+    "node_work_r2",
+)
 
 _UNITS = {
     "charged_s_total": "processing time (s, everything charged)",
-    "avg_received_tuples_per_node_total": "tuples received per node",
+    "avg_received_tuples_per_node_total": "tuples received per node (count)",
     "throughput_tuples_per_s": "delivered throughput (tuples/s)",
     "capacity_tuples_per_s": "capacity (tuples/s)",
     "latency_p99_s": "latency p99 (s)",
     "plan_time_ms_mean": "plan time (ms, mean over the plans)",
-    "nodes_used_max": "nodes used (at the end of loading)",
+    "nodes_used_max": "nodes used (count, at the end of loading)",
     "scale_out_adjustment_s_total": "adjustment time (s)",
 }
 _X_LABELS = {"zipf_s": "Zipf skew z", "tolerance": "balance tolerance"}
@@ -214,11 +229,24 @@ def figure_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
     return cells[present].sort_values(["strategy", fig.x]).reset_index(drop=True)
 
 
+def components_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
+    """One row per (strategy, x): each of :data:`FIGURE_COMPONENTS`' mean, std and
+    bootstrap 95% CI over the repetitions (the columns the cells have)."""
+    cols = ["strategy", fig.x, "repetitions_finished"]
+    for m in FIGURE_COMPONENTS:
+        cols += [f"{m}_mean", f"{m}_std", f"{m}_ci95_lo", f"{m}_ci95_hi"]
+    present = [c for c in cols if c in cells]
+    return cells[present].sort_values(["strategy", fig.x]).reset_index(drop=True)
+
+
 def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: str) -> Path:
-    """The paper-style figure (PNG) and its table (CSV) in ``out_dir``; returns the PNG.
+    """The paper-style figure (PNG), its table (CSV) and its components table
+    (``.components.csv``) in ``out_dir``; returns the PNG.
 
     One panel per metric, ``fig.x`` on x, one line per strategy in its fixed colour with the
-    CI as error bars; reference strategies (not in the paper's figure) dashed."""
+    CI as error bars; reference strategies (not in the paper's figure) dashed. The
+    strategies' points are spread a little along x (at most a fifth of the smallest step
+    between x values), so equal values do not hide each other's lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,16 +258,23 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
     table = figure_table(cells, fig)
     stem = f"paper000-fig{fig.key}"
     table.to_csv(out_dir / f"{stem}.csv", index=False)
+    components_table(cells, fig).to_csv(out_dir / f"{stem}.components.csv", index=False)
+    names = strategy_order(table["strategy"].unique().tolist())
+    xs = sorted(table[fig.x].unique())
+    step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
+    dodge = {
+        s: (i - (len(names) - 1) / 2) * step / 5 / max(1, len(names)) for i, s in enumerate(names)
+    }
     n = len(fig.metrics)
     plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
     for ax, metric in zip(axes.flat, fig.metrics, strict=True):
         mean, lo, hi = f"{metric}_mean", f"{metric}_ci95_lo", f"{metric}_ci95_hi"
-        for strategy in strategy_order(table["strategy"].unique().tolist()):
+        for strategy in names:
             part = table[table["strategy"] == strategy].dropna(subset=[mean])
             if part.empty:
                 continue
             ax.errorbar(
-                part[fig.x],
+                part[fig.x] + dodge[strategy],
                 part[mean],
                 yerr=[part[mean] - part[lo], part[hi] - part[mean]],
                 marker="o",
@@ -249,6 +284,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
                 label=f"{strategy} (reference)" if strategy in fig.reference else strategy,
             )
         ax.set_xlabel(_X_LABELS[fig.x])
+        ax.set_xticks(xs)
         ax.set_ylabel(_UNITS.get(metric, metric))
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)

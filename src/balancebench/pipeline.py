@@ -307,8 +307,12 @@ def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         text = f"{len(finished)} of {expected} (strategy, point) runs finished"
         tracking.end_run(parent, "FAILED", text)
         return False, text
+    from balancebench.models.sweep import REPETITION_SUFFIXES
+
     cols = ["tags.mlflow.runName"] + sorted(
-        c for c in finished.columns if c.startswith("metrics.") and not c.endswith("_rep_std")
+        c
+        for c in finished.columns
+        if c.startswith("metrics.") and not c.endswith(REPETITION_SUFFIXES)
     )
     text = finished[cols].to_string(index=False)
     tracking.end_run(parent, "FINISHED")
@@ -543,8 +547,9 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     import pandas as pd
 
     from balancebench import regression
+    from balancebench.compare import headline_metrics, logged_name
     from balancebench.experiment import PROGRESS, RUN_INDEX_TAG
-    from balancebench.paper000 import FIGURE_METRICS, draw_figure, get_figure
+    from balancebench.paper000 import FIGURE_COMPONENTS, FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
     from balancebench.report import (
         HARNESS_METRIC,
@@ -554,7 +559,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         text_summary,
         write_report,
     )
-    from balancebench.sweep import cells, repetition_stats
+    from balancebench.stats import repetition_stats
+    from balancebench.sweep import cells
 
     p, parent = generated["params"], generated["parent_run_id"]
     mlflow = tracking._mlflow()
@@ -565,6 +571,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     rows, regressed, changes, incomplete = [], [], [], []
     checks = {}
     measured_runs = []
+    headline = headline_metrics()
     for cell in cells(p["grid"]):
         run_id = by_label[cell.label]
         key = client.get_run(run_id).data.tags[CELL_KEY_TAG]
@@ -596,8 +603,10 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
                 )
             )
         metrics = {"repetitions_finished": float(len(done))}
-        for m in [*regression.TIMED, *regression.EXACT, *FIGURE_METRICS]:
-            col = f"metrics.{m}"
+        for m in dict.fromkeys(
+            [*regression.TIMED, *regression.EXACT, *FIGURE_METRICS, *FIGURE_COMPONENTS]
+        ):
+            col = f"metrics.{logged_name(m, headline)}"
             values = [float(v) for v in done[col].dropna()] if col in done else []
             if values:
                 for stat, value in repetition_stats(values).items():

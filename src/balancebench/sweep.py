@@ -11,25 +11,22 @@ every timed figure is reported as mean, std and a bootstrap 95% confidence inter
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import product
 from typing import Any, Final
-
-import numpy as np
 
 from balancebench.generators import DATASET_PARAMS
 from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.params import EXPERIMENT_PARAMS, param_section, validate_params
 from balancebench.regression import TIMED
 from balancebench.schema import check_grid_size, check_values, spec_defaults
+from balancebench.stats import repetition_stats
 from balancebench.strategies import STRATEGIES
 from balancebench.workloads import WORKLOADS, get_workload
 
 #: Grid axes taken from the grid, not from the experiment Params.
 GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nodes")
-BOOTSTRAP_RESAMPLES: Final[int] = 2000
 
 _FROM_GRID = {"workload", "strategies", "zipf_s", "n_nodes"}
 #: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param.
@@ -307,33 +304,6 @@ def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
 
 def sweep_defaults() -> dict[str, Any]:
     return spec_defaults(SWEEP_PARAMS)
-
-
-def repetition_stats(values: list[float], seed: int = 0) -> dict[str, float]:
-    """Mean, std (ddof 1) and a percentile-bootstrap 95% CI of the mean.
-
-    With one value, or values all equal, the interval is that value (there is no spread
-    to resample)."""
-    from scipy import stats
-
-    arr = np.asarray(values, dtype=float)
-    mean = float(arr.mean())
-    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-    if len(arr) < 2 or np.ptp(arr) == 0.0:
-        lo = hi = mean
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = stats.bootstrap(
-                (arr,),
-                np.mean,
-                confidence_level=0.95,
-                n_resamples=BOOTSTRAP_RESAMPLES,
-                method="percentile",
-                rng=np.random.default_rng(seed),
-            )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return {"mean": mean, "std": std, "ci95_lo": lo, "ci95_hi": hi, "n": float(len(arr))}
 
 
 def repetition_columns(

@@ -382,6 +382,33 @@ def test_figure_mirrors_the_papers_plots(monkeypatch):
     assert "MB" in volume.get_xlabel()
 
 
+def test_a_grid_over_the_weights_draws_table_1_with_its_axes_named():
+    # Given migration at two alphas x two betas under both BWn readings, 2 repetitions each
+    results = [
+        (p, MODEL.run(p))
+        for a in (0.1, 0.3)
+        for b in (0.1, 0.3)
+        for norm in ("max", "min_max")
+        for rep in (0, 1)
+        for p in [
+            point(
+                "migration", seed=rep, synthetic_total_mb=60, alpha=a, beta=b, bw_normalisation=norm
+            )
+        ]
+    ]
+    # When the figure is drawn
+    axes = MODEL.figure(results).axes
+    # Then one panel per normalisation, alpha on x, one line per beta named by its weight
+    assert [ax.get_title() for ax in axes] == [
+        "migration, BWn = BW / max",
+        "migration, BWn min-max",
+    ]
+    for ax in axes:
+        assert "alpha" in ax.get_xlabel() and "completion" in ax.get_ylabel()
+        labels = sorted(text.get_text() for text in ax.get_legend().get_texts())
+        assert labels == ["beta (weight of IOn) = 0.1", "beta (weight of IOn) = 0.3"]
+
+
 def test_total_mb_takes_a_prefix_of_the_input_and_rejects_more_than_there_is():
     # Given 300 MB of synthetic traffic
     # When a point asks for its first 120 MB

@@ -14,6 +14,7 @@ from balancebench.models.sweep import (
     log_sweep,
     model_points,
     run_points_local,
+    summarize_point,
     validate_model_params,
 )
 
@@ -135,3 +136,23 @@ def test_points_run_as_spark_tasks_give_the_local_results(spark):
     for (_, a, _), (_, b, _) in zip(on_spark, local, strict=True):
         assert a.series == b.series and a.events == b.events
         assert a.metrics.keys() == b.metrics.keys()
+
+
+def test_a_points_summary_has_the_repetitions_and_a_bootstrap_interval_of_the_mean():
+    # Given 3 repetitions of one strategy on synthetic packets (each repetition its seed)
+    params = validate_model_params(
+        {**SMALL, "repetitions": 3, "strategies": ["migration"], "grid": {}}
+    )
+    results = run_points_local(model_points(params, None))
+    values = [r.metrics["completion_time_s"] for _, r, _ in results]
+    # When they are summarised
+    row = summarize_point(results)
+    # Then the mean is theirs, the interval brackets it within their range, and the count is 3
+    assert row["repetitions"] == 3.0
+    assert row["completion_time_s"] == pytest.approx(sum(values) / 3)
+    assert len(set(values)) > 1, "the repetitions' seeds should give different packets"
+    lo, hi = row["completion_time_s_ci95_lo"], row["completion_time_s_ci95_hi"]
+    assert min(values) <= lo < row["completion_time_s"] < hi <= max(values)
+    # And one repetition has no spread to report
+    one = summarize_point(results[:1])
+    assert one["repetitions"] == 1.0 and "completion_time_s_ci95_lo" not in one

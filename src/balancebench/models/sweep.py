@@ -15,9 +15,9 @@ The ``model_experiment`` DAG (and ``balancebench run-model``) take these Params:
 runs each as one Spark task (``parallelize(points, len(points)).map(run_point)``), so on
 a cluster the points spread over executors; :func:`log_sweep` writes one MLflow child
 per (strategy, parameter point): every sweep Param, the point's values, the metrics
-averaged over repetitions (and ``<metric>_rep_std``), repetition 0's series with
-``step`` = sample index (``series_time_s`` gives the simulated time of each step), and
-every repetition's raw result as ``results.json``.
+averaged over repetitions (with ``<metric>_rep_std`` and the bootstrap 95% CI),
+repetition 0's series with ``step`` = sample index (``series_time_s`` gives the
+simulated time of each step), and every repetition's raw result as ``results.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
 from balancebench.params import EXPERIMENT_PARAMS
 from balancebench.schema import NAME_PATTERN, check_grid_size, check_values, spec_defaults
+from balancebench.stats import repetition_stats
 
 #: Definitions of what the sweep itself adds to every model child run.
 SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
@@ -44,6 +45,10 @@ SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
     "model_events": "Simulated events the model processed, summed over repetitions.",
     "model_events_per_s": "model_events / model_wall_s: the model's speed, to size sweeps.",
     "series_time_s": "[series] simulated time (s) of each series step (step = sample index).",
+    "repetitions": "Repetitions of the (strategy, point) the other figures summarise (count).",
+    "<metric>_rep_std": "Standard deviation (ddof 1) of <metric> over the repetitions.",
+    "<metric>_ci95_lo": "Percentile-bootstrap 95% CI of <metric>'s mean, lower end.",
+    "<metric>_ci95_hi": "Percentile-bootstrap 95% CI of <metric>'s mean, upper end.",
 }
 
 
@@ -271,15 +276,24 @@ def point_key(point: ModelPoint, varied: list[str]) -> tuple:
     return (point.strategy, *(json.dumps(point.params[v]) for v in varied))
 
 
+#: Columns a (strategy, point) summary adds to each metric's mean over the repetitions.
+REPETITION_SUFFIXES: tuple[str, ...] = ("_rep_std", "_ci95_lo", "_ci95_hi")
+
+
 def summarize_point(runs: list[tuple[ModelPoint, ModelResult, float]]) -> dict[str, float]:
-    """Metrics of one (strategy, point) over its repetitions: mean and ``_rep_std``."""
+    """Metrics of one (strategy, point) over its repetitions: the mean, and with more than
+    one repetition ``_rep_std`` and the bootstrap 95% CI of the mean (``_ci95_lo``,
+    ``_ci95_hi``: :func:`balancebench.stats.repetition_stats`); ``repetitions`` counts
+    them."""
     names = sorted(set().union(*(r.metrics for _, r, _ in runs)))
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"repetitions": float(len(runs))}
     for name in names:
-        values = np.array([r.metrics[name] for _, r, _ in runs if name in r.metrics])
-        out[name] = float(values.mean())
+        values = [r.metrics[name] for _, r, _ in runs if name in r.metrics]
+        stats = repetition_stats(values)
+        out[name] = stats["mean"]
         if len(runs) > 1:
-            out[f"{name}_rep_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+            out[f"{name}_rep_std"] = stats["std"]
+            out[f"{name}_ci95_lo"], out[f"{name}_ci95_hi"] = stats["ci95_lo"], stats["ci95_hi"]
     wall = float(sum(w for _, _, w in runs))
     events = float(sum(r.events for _, r, _ in runs))
     out["model_wall_s"] = wall

@@ -399,12 +399,17 @@ class BackpressureModel(Model):
     def figure(self, results: list[tuple[ModelPoint, ModelResult]]) -> Any:
         """Completed fraction vs time per strategy at 1 GB (paper 003 Fig. 7, when that
         volume was run) and at the largest volume (Fig. 8); with several totals also the
-        completion time vs total volume (Table 2)."""
+        completion time vs total volume (Table 2). A grid over the branch weights (alpha,
+        beta) draws Table 1 instead (:meth:`_weights_figure`)."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        checked = [self.check_params(p.params) for p, _ in results]
+        weights = {(c["alpha"], c["beta"]) for c in checked}
+        if len(weights) > 1:
+            return self._weights_figure(results, checked)
         totals = sorted({r.metrics["total_mb"] for _, r in results})
         # Fig. 7 is 1 GB, Fig. 8 the largest volume (5 GB in the paper).
         shown = [t for t in totals[:-1] if t == FIG7_TOTAL_MB] + [totals[-1]]
@@ -446,6 +451,56 @@ class BackpressureModel(Model):
             ax.set_ylabel("completion time (simulated s)")
             ax.set_title("completion time vs volume")
             ax.legend()
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        return fig
+
+    def _weights_figure(
+        self, results: list[tuple[ModelPoint, ModelResult]], checked: list[dict[str, Any]]
+    ) -> Any:
+        """Paper 003 Table 1 as a figure: completion time against alpha, one line per beta
+        (mean over the repetitions, bars: bootstrap 95% CI), one panel per strategy and
+        BWn normalisation; ``checked`` are the points' checked params."""
+        import matplotlib.pyplot as plt
+
+        from balancebench.stats import repetition_stats
+
+        rows = pd.DataFrame(
+            [
+                {
+                    "panel": f"{p.strategy}, BWn {c['bw_normalisation']}",
+                    "alpha": c["alpha"],
+                    "beta": c["beta"],
+                    "completion_time_s": r.metrics["completion_time_s"],
+                }
+                for (p, r), c in zip(results, checked, strict=True)
+            ]
+        )
+        panels = sorted(rows["panel"].unique())
+        fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.2), squeeze=False)
+        for ax, panel in zip(axes[0], panels, strict=True):
+            part = rows[rows["panel"] == panel]
+            betas = sorted(part["beta"].unique())
+            xs = sorted(part["alpha"].unique())
+            step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
+            for i, (beta, line) in enumerate(part.groupby("beta")):
+                # spread the betas a little along x so equal values do not hide each other
+                shift = (i - (len(betas) - 1) / 2) * step / 5 / len(betas)
+                stats = [
+                    repetition_stats(g["completion_time_s"].tolist())
+                    for _, g in line.groupby("alpha")
+                ]
+                alphas = np.array(sorted(line["alpha"].unique())) + shift
+                mean = np.array([s["mean"] for s in stats])
+                lo = mean - np.array([s["ci95_lo"] for s in stats])
+                hi = np.array([s["ci95_hi"] for s in stats]) - mean
+                label = f"beta (weight of IOn) = {beta:g}"
+                ax.errorbar(alphas, mean, yerr=[lo, hi], marker="o", capsize=3, label=label)
+            ax.set_xlabel("alpha (weight of the queue use Q in the branch score)")
+            ax.set_ylabel("completion time (simulated s)")
+            ax.set_xticks(xs)
+            ax.set_title(panel.replace("min_max", "min-max").replace("BWn max", "BWn = BW / max"))
+            ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
         fig.tight_layout()
         return fig
