@@ -101,6 +101,18 @@ EXPERIMENTS: dict[str, dict] = {
             "backpressure_bw_normalisation": ["max", "min_max"],
         },
     },
+    # Paper 003's recovery step 5, read three ways, side by side (migration at 1 and 2 GB).
+    "backpressure_recovery_rules": {
+        "model": "backpressure",
+        "strategies": ["migration"],
+        "repetitions": 3,
+        "packets_total_mb": 2000,
+        "backpressure_service_time_distribution": "exponential",
+        "grid": {
+            "backpressure_recovery_rule": ["any_listed", "all_listed", "per_node"],
+            "backpressure_total_mb": [1000, 2000],
+        },
+    },
     # Paper 004 Figs. 1-4: fluctuation, load moved, latency over time; latency vs load.
     "overlay_load": {
         "model": "overlay",

@@ -42,6 +42,7 @@ import pandas as pd
 from balancebench.experiment import LoadedCell
 from balancebench.params import validate_params
 from balancebench.schema import positive_int
+from balancebench.sweep import repetition_columns
 
 SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +146,9 @@ def main() -> None:
                 oracle_passed=min(o["oracle_passed"] for o in summaries[name]) == 1.0,
                 repeats=len(summaries[name]),
             )
+            # mean and bootstrap 95% CI over the repeats: what the README's reading judges
+            per_run = [{**o, "cpu_s_total": sum(o[c] for c in SPLIT)} for o in summaries[name]]
+            row.update(repetition_columns(per_run, ["capacity_tuples_per_s", "cpu_s_total"]))
             rows.append(row)
             print(
                 f"N={n:<3} {name:>17}: nodes used {int(row['nodes_used_max'])}, copies/tuple "
