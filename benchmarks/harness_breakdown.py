@@ -1,0 +1,81 @@
+"""Where a sweep's harness time goes, per run, read back from MLflow.
+
+    uv run python benchmarks/harness_breakdown.py                       # the latest sweep
+    uv run python benchmarks/harness_breakdown.py --experiment balancebench-nightly
+    uv run python benchmarks/harness_breakdown.py --sweep <parent run id>
+
+A run's ``harness_s_total`` is its batches' driver wall minus what the cost model
+charged them (``metrics.harness_s``): the harness's own time, never charged. Every batch
+logs the driver wall of its phases (``batch/phase_<name>_s``: the operator's job, the
+oracle, the statistics, the plan, the task-metric reads); this prints, over the sweep's
+runs after the first of each Spark application (the first pays the application's
+warm-up), the median per run of each phase summed over the batches, beside the charged
+time, so the harness target (issue 29: at most 3 s per run after the first) can be traced
+to the phase that misses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+from balancebench import tracking
+from balancebench.experiment import RUN_INDEX_TAG
+
+PHASES = ("operator", "oracle", "stats", "plan", "task_metrics")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", default="balancebench-paper-000")
+    parser.add_argument("--sweep", default=None, help="the sweep's parent run id")
+    args = parser.parse_args()
+    sweep = args.sweep
+    if sweep is None:
+        latest = tracking.latest_parent_run(args.experiment, "nightly_sweep", 0, "sweep")
+        if latest is None:
+            sys.exit(f"experiment: no sweep in {args.experiment!r}; run balancebench sweep")
+        sweep = latest["run_id"]
+    client = tracking._mlflow().MlflowClient()
+    later: dict[str, list[float]] = {p: [] for p in [*PHASES, "charged", "harness", "wall"]}
+    first, n_runs = [], 0
+    for _, cell in tracking.child_runs(sweep).iterrows():
+        for _, run in tracking.child_runs(cell["run_id"]).iterrows():
+            if run["status"] != "FINISHED" or f"tags.{RUN_INDEX_TAG}" not in run:
+                continue
+            n_runs += 1
+            harness = float(run["metrics.harness_s_total"])
+            if int(run[f"tags.{RUN_INDEX_TAG}"]) == 1:
+                first.append(harness)
+                continue
+            rid = run["run_id"]
+            for phase in PHASES:
+                history = client.get_metric_history(rid, f"batch/phase_{phase}_s")
+                later[phase].append(sum(m.value for m in history))
+            later["charged"].append(float(run["metrics.charged_s_total"]))
+            later["harness"].append(harness)
+            later["wall"].append(
+                sum(m.value for m in client.get_metric_history(rid, "batch/batch_wall_s"))
+            )
+    if not later["harness"]:
+        sys.exit(f"sweep: {sweep} has no finished run after the first of its application")
+    med = {k: statistics.median(v) for k, v in later.items() if v}
+    print(f"sweep {sweep}: {n_runs} finished runs, {len(later['harness'])} after the first")
+    print(f"  harness per run, first of its application: median {statistics.median(first):.2f} s")
+    print(f"  harness per run, after the first: median {med['harness']:.2f} s (target <= 3 s)")
+    print("  per run after the first, median of the batches' sum (s):")
+    print(
+        f"    batch wall {med['wall']:.2f}: charged {med['charged']:.2f}, "
+        f"harness {med['harness']:.2f}"
+    )
+    for phase in PHASES:
+        print(f"    phase {phase:<13} {med[phase]:.2f}")
+    print(
+        "  (the operator phase is the batch's Spark job: its wall minus the charged CPU is "
+        "scheduling, waiting for a core and task start-up)"
+    )
+
+
+if __name__ == "__main__":
+    main()
