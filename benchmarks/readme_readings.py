@@ -202,8 +202,9 @@ def better_than(a: str, b: str) -> Callable:
     return judge
 
 
-def grows(strategy: str, start: float | None = None, end: float | None = None) -> Callable:
-    """The metric of ``strategy`` is higher at ``end`` than at ``start`` (CIs apart)."""
+def _change(strategy: str, start: float | None, end: float | None, up: bool) -> Callable:
+    """The metric of ``strategy`` higher (``up``) or lower at ``end`` than at ``start``,
+    CIs apart (the first and last x by default)."""
 
     def judge(s: Series) -> str:
         x0, x1 = start if start is not None else s.xs[0], end if end is not None else s.xs[-1]
@@ -214,26 +215,20 @@ def grows(strategy: str, start: float | None = None, end: float | None = None) -
             return f"**not reproduced** (the same: {span})"
         if not intervals_apart(a, b):
             return f"**no clear difference** ({span})"
-        return f"**reproduced** ({span})" if b[0] > a[1] else f"**the opposite** ({span})"
+        rose = b[0] > a[1]
+        return f"**reproduced** ({span})" if rose == up else f"**the opposite** ({span})"
 
     return judge
+
+
+def grows(strategy: str, start: float | None = None, end: float | None = None) -> Callable:
+    """Higher at ``end`` than at ``start`` (CIs apart)."""
+    return _change(strategy, start, end, up=True)
 
 
 def falls(strategy: str, start: float | None = None, end: float | None = None) -> Callable:
     """Higher at ``start`` than at ``end`` (CIs apart)."""
-
-    def judge(s: Series) -> str:
-        x0, x1 = start if start is not None else s.xs[0], end if end is not None else s.xs[-1]
-        a, b = s.ci(strategy, x0), s.ci(strategy, x1)
-        span = f"{fmt(s.mean(strategy, x0))} at {x_text(s.x, x0)}, "
-        span += f"{fmt(s.mean(strategy, x1))} at {x1:g}"
-        if a == b and a[0] == a[1]:
-            return f"**not reproduced** (the same: {span})"
-        if not intervals_apart(a, b):
-            return f"**no clear difference** ({span})"
-        return f"**reproduced** ({span})" if a[0] > b[1] else f"**the opposite** ({span})"
-
-    return judge
+    return _change(strategy, start, end, up=False)
 
 
 def not_worse(a: str, b: str) -> Callable:
