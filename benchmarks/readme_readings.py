@@ -522,37 +522,33 @@ BACKPRESSURE_SEEDS = (
     "Service times are exponential, each repetition its own seed, on the one generated "
     "packet trace."
 )
-READINGS.update(
-    {
-        "scheduling_p8": model(
-            "scheduling_p8",
-            None,
-            [
-                Metric("job_runtime_s", "job runtime, s"),
-                Metric("runtime_over_optimum", "runtime / brute-force optimum"),
-                Metric("latency_p99_s", "latency p99, s"),
-                Metric("plan_time_ms", "plan time, ms"),
-            ],
-            [
-                (
-                    "job_runtime_s",
-                    "SWPTS shortens the job against round robin",
-                    better_than("swpts", "round_robin"),
-                ),
-                (
-                    "job_runtime_s",
-                    "ACTS shortens the job against round robin",
-                    better_than("acts", "round_robin"),
-                ),
-                (
-                    "job_runtime_s",
-                    "ACTS shortens the job against SWPTS",
-                    better_than("acts", "swpts"),
-                ),
-            ],
-            note=MODEL_SEEDS,
+READINGS["scheduling_p8"] = model(
+    "scheduling_p8",
+    None,
+    [
+        Metric("job_runtime_s", "job runtime, s"),
+        Metric("runtime_over_optimum", "runtime / brute-force optimum"),
+        Metric("latency_p99_s", "latency p99, s"),
+        Metric("plan_time_ms", "plan time, ms"),
+    ],
+    [
+        (
+            "job_runtime_s",
+            "SWPTS shortens the job against round robin",
+            better_than("swpts", "round_robin"),
         ),
-    }
+        (
+            "job_runtime_s",
+            "ACTS shortens the job against round robin",
+            better_than("acts", "round_robin"),
+        ),
+        (
+            "job_runtime_s",
+            "ACTS shortens the job against SWPTS",
+            better_than("acts", "swpts"),
+        ),
+    ],
+    note=MODEL_SEEDS,
 )
 READINGS["scheduling_p16"] = model(
     "scheduling_p16",
