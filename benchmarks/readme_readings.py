@@ -52,6 +52,8 @@ def fmt(value: float) -> str:
     a = abs(value)
     if a == 0:
         return "0"
+    if float(value).is_integer():  # counts: nodes, tuples
+        return f"{value:,.0f}"
     if a >= 1000:
         return f"{value:,.0f}"
     if a >= 100:
@@ -136,7 +138,7 @@ def outcome_text(x: str, per_x: dict[float, str], no: str = "the opposite at") -
     if len(groups["yes"]) == len(per_x):
         return "**reproduced** (apart at every point)"
     if len(groups["unclear"]) == len(per_x):
-        return "**no clear difference** (overlapping at every point)"
+        return "**no clear difference** (not apart at any point)"
     label = {"yes": "reproduced at", "unclear": "no clear difference at", "no": no}
     parts = [
         f"{label[key]} {AXIS.get(x, x)} = {', '.join(f'{v:g}' for v in groups[key])}"

@@ -245,7 +245,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
 
     One panel per metric, ``fig.x`` on x, one line per strategy in its fixed colour with the
     CI as error bars; reference strategies (not in the paper's figure) dashed. The
-    strategies' points are spread a little along x (at most a fifth of the smallest step
+    strategies' points are spread a little along x (at most a third of the smallest step
     between x values), so equal values do not hide each other's lines."""
     import matplotlib
 
@@ -263,7 +263,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
     xs = sorted(table[fig.x].unique())
     step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
     dodge = {
-        s: (i - (len(names) - 1) / 2) * step / 5 / max(1, len(names)) for i, s in enumerate(names)
+        s: (i - (len(names) - 1) / 2) * step / 3 / max(1, len(names)) for i, s in enumerate(names)
     }
     n = len(fig.metrics)
     plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
