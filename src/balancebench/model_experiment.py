@@ -10,6 +10,7 @@ writes the summary table (CSV) and the model's figure (PNG) to ``.local/results`
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
 
     from balancebench.spark.session import get_session
 
+    started = time.perf_counter()
     spark = get_session(f"balancebench-model-{model.name}", master=master)
     sc = spark.sparkContext
     measured: dict[str, Any] = {}
@@ -81,7 +83,13 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     table = pd.DataFrame(rows)
     csv = out / "model_summary.csv"
     table.to_csv(csv, index=False)
-    png = sweep_figure(model.name, results, out / f"{model.name}.png")
+    caption = (
+        f"{params['repetitions']} repetition(s) per point (lines: the mean or repetition 0; "
+        f"the mean and bootstrap 95% CI of every metric: model_summary.csv); seed "
+        f"{params['seed']}; {len(points)} model runs in {time.perf_counter() - started:.0f} s "
+        "wall on Spark"
+    )
+    png = sweep_figure(model.name, results, out / f"{model.name}.png", caption)
     if spec.parent_run_id:
         client = tracking._mlflow().MlflowClient()
         client.log_artifact(spec.parent_run_id, str(csv))

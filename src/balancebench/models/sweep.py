@@ -387,10 +387,16 @@ def log_sweep(
 
 
 def sweep_figure(
-    model_name: str, results: list[tuple[ModelPoint, ModelResult, float]], path: Path
+    model_name: str,
+    results: list[tuple[ModelPoint, ModelResult, float]],
+    path: Path,
+    caption: str | None = None,
 ) -> Path:
-    """The model's paper-style figure of these results, saved as PNG."""
+    """The model's paper-style figure of these results, saved as PNG, with ``caption``
+    (its repetitions and wall time) under its title when given."""
     fig = get_model(model_name).figure([(p, r) for p, r, _ in results])
+    if caption:
+        fig.suptitle(caption, fontsize=8, y=1.02)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt
