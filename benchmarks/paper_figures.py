@@ -123,8 +123,6 @@ EXPERIMENTS: dict[str, dict] = {
 
 
 PAPER_000 = [f"000-{key}" for key in FIGURES]
-#: Runs per scheme of ``parallelization.py --figure`` (its median; rotated order).
-PARALLELIZATION_REPEATS = 3
 #: Paper 001 Figs. 6-7: query / operator / operator-set parallelism on the engine.
 PAPER_001 = "001-6-7"
 
@@ -210,7 +208,10 @@ def main() -> None:
                 failed.append(name)
                 continue
             wall_s = time.perf_counter() - item_started
-            record_timing(name, PARALLELIZATION_REPEATS, 0, wall_s, "benchmarks/parallelization.py")
+            made = pd.read_csv(OUT / "paper001-fig6-7.csv")
+            runs = int(made["repeats"].sum())
+            reps = int(made["repeats"].min())
+            record_timing(name, reps, runs, wall_s, "benchmarks/parallelization.py --figure")
             print(f"   done ({wall_s / 60:.1f} min)", flush=True)
             continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
