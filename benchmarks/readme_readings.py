@@ -67,6 +67,14 @@ def fmt(value: float) -> str:
     return f"{value:.2g}"
 
 
+def _interval(mean: float, lo: float, hi: float) -> tuple[float, float, float]:
+    """(mean, lo, hi) with an end within rounding of the mean set to it: the bootstrap
+    of identical values gives the value back up to float noise, which must not make two
+    equal samples "apart"."""
+    same = lambda a: bool(np.isclose(a, mean, rtol=1e-9, atol=0))  # noqa: E731
+    return float(mean), float(mean if same(lo) else lo), float(mean if same(hi) else hi)
+
+
 class Series:
     """One metric of one figure table: (strategy, x) -> mean and CI (scaled)."""
 
@@ -75,7 +83,7 @@ class Series:
         self.x, self.metric = x, metric
         c = metric.column
         self.rows = {
-            (r["strategy"], float(r[x])): (
+            (r["strategy"], float(r[x])): _interval(
                 r[c + mean] / metric.scale,
                 r.get(c + lo, r[c + mean]) / metric.scale,
                 r.get(c + hi, r[c + mean]) / metric.scale,
@@ -99,7 +107,7 @@ class Series:
         """Whether ``a`` is better than ``b`` at ``x``: "yes", "no" (the opposite, apart)
         or "unclear" (CIs overlap)."""
         ca, cb = self.ci(a, x), self.ci(b, x)
-        if not intervals_apart(ca, cb):
+        if not intervals_apart(ca, cb) or self.printed_equal((a, x), (b, x)):
             return "unclear"
         below = ca[1] < cb[0]
         return "yes" if below == (self.metric.better == LOWER) else "no"
@@ -107,9 +115,14 @@ class Series:
     def better_x(self, line: str, a: float, b: float) -> str:
         """Whether ``line`` is better at x = ``a`` than at x = ``b`` (as :meth:`better`)."""
         ca, cb = self.ci(line, a), self.ci(line, b)
-        if not intervals_apart(ca, cb):
+        if not intervals_apart(ca, cb) or self.printed_equal((line, a), (line, b)):
             return "unclear"
         return "yes" if (ca[1] < cb[0]) == (self.metric.better == LOWER) else "no"
+
+    def printed_equal(self, p: tuple[str, float], q: tuple[str, float]) -> bool:
+        """Whether two means print the same: a difference the reader cannot see in the
+        table is never named."""
+        return fmt(self.rows[p][0]) == fmt(self.rows[q][0])
 
     def cell(self, strategy: str, x: float) -> str:
         mean, lo, hi = self.rows[(strategy, x)]
@@ -213,9 +226,9 @@ def _change(strategy: str, start: float | None, end: float | None, up: bool) -> 
         a, b = s.ci(strategy, x0), s.ci(strategy, x1)
         span = f"{fmt(s.mean(strategy, x0))} at {x_text(s.x, x0)}, "
         span += f"{fmt(s.mean(strategy, x1))} at {x1:g}"
-        if a == b and a[0] == a[1]:
+        if a[0] == a[1] and b[0] == b[1] and s.printed_equal((strategy, x0), (strategy, x1)):
             return f"**not reproduced** (the same: {span})"
-        if not intervals_apart(a, b):
+        if not intervals_apart(a, b) or s.printed_equal((strategy, x0), (strategy, x1)):
             return f"**no clear difference** ({span})"
         rose = b[0] > a[1]
         return f"**reproduced** ({span})" if rose == up else f"**the opposite** ({span})"
@@ -259,6 +272,8 @@ def flat(strategy: str) -> Callable:
         cis = [s.ci(strategy, x) for x in s.xs]
         means = [s.mean(strategy, x) for x in s.xs]
         span = f"{fmt(min(means))}-{fmt(max(means))}"
+        if fmt(min(means)) == fmt(max(means)):  # equal as printed
+            return f"**reproduced** ({fmt(means[0])} at every {AXIS.get(s.x, s.x)})"
         if max(lo for lo, _ in cis) <= min(hi for _, hi in cis):
             if min(means) == max(means):
                 return f"**reproduced** ({fmt(means[0])} at every {AXIS.get(s.x, s.x)})"
