@@ -674,7 +674,7 @@ READINGS["backpressure_recovery_rules"] = model(
     prepare=_recovery_rows,
     note=BACKPRESSURE_SEEDS,
 )
-READINGS["paper001-fig6-7"] = Reading(
+READINGS["001-6-7"] = Reading(
     "paper001-fig6-7.csv",
     "n_nodes",
     (
