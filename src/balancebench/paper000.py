@@ -253,6 +253,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
     import matplotlib.pyplot as plt
 
     from balancebench.compare import strategy_color, strategy_order
+    from balancebench.plotting import spread_offsets
 
     out_dir.mkdir(parents=True, exist_ok=True)
     table = figure_table(cells, fig)
@@ -261,10 +262,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
     components_table(cells, fig).to_csv(out_dir / f"{stem}.components.csv", index=False)
     names = strategy_order(table["strategy"].unique().tolist())
     xs = sorted(table[fig.x].unique())
-    step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
-    dodge = {
-        s: (i - (len(names) - 1) / 2) * step / 3 / max(1, len(names)) for i, s in enumerate(names)
-    }
+    dodge = dict(zip(names, spread_offsets(len(names), xs, 1 / 3), strict=True))
     n = len(fig.metrics)
     plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
     for ax, metric in zip(axes.flat, fig.metrics, strict=True):

@@ -463,6 +463,7 @@ class BackpressureModel(Model):
         BWn normalisation; ``checked`` are the points' checked params."""
         import matplotlib.pyplot as plt
 
+        from balancebench.plotting import spread_offsets
         from balancebench.stats import repetition_stats
 
         rows = pd.DataFrame(
@@ -480,12 +481,9 @@ class BackpressureModel(Model):
         fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.2), squeeze=False)
         for ax, panel in zip(axes[0], panels, strict=True):
             part = rows[rows["panel"] == panel]
-            betas = sorted(part["beta"].unique())
             xs = sorted(part["alpha"].unique())
-            step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
-            for i, (beta, line) in enumerate(part.groupby("beta")):
-                # spread the betas a little along x so equal values do not hide each other
-                shift = (i - (len(betas) - 1) / 2) * step / 5 / len(betas)
+            shifts = spread_offsets(part["beta"].nunique(), xs, 1 / 5)
+            for shift, (beta, line) in zip(shifts, part.groupby("beta"), strict=True):
                 stats = [
                     repetition_stats(g["completion_time_s"].tolist())
                     for _, g in line.groupby("alpha")
