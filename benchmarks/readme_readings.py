@@ -103,21 +103,21 @@ class Series:
     def mean(self, strategy: str, x: float) -> float:
         return self.rows[(strategy, x)][0]
 
-    def better(self, a: str, b: str, x: float) -> str:
-        """Whether ``a`` is better than ``b`` at ``x``: "yes", "no" (the opposite, apart)
-        or "unclear" (CIs overlap)."""
-        ca, cb = self.ci(a, x), self.ci(b, x)
-        if not intervals_apart(ca, cb) or self.printed_equal((a, x), (b, x)):
+    def compare(self, p: tuple[str, float], q: tuple[str, float]) -> str:
+        """Whether point ``p`` (line, x) is better than point ``q``: "yes", "no" (the
+        opposite, apart) or "unclear" (CIs overlap, or the means print the same)."""
+        cp, cq = self.rows[p][1:], self.rows[q][1:]
+        if not intervals_apart(cp, cq) or self.printed_equal(p, q):
             return "unclear"
-        below = ca[1] < cb[0]
-        return "yes" if below == (self.metric.better == LOWER) else "no"
+        return "yes" if (cp[1] < cq[0]) == (self.metric.better == LOWER) else "no"
+
+    def better(self, a: str, b: str, x: float) -> str:
+        """Whether line ``a`` is better than line ``b`` at ``x`` (:meth:`compare`)."""
+        return self.compare((a, x), (b, x))
 
     def better_x(self, line: str, a: float, b: float) -> str:
-        """Whether ``line`` is better at x = ``a`` than at x = ``b`` (as :meth:`better`)."""
-        ca, cb = self.ci(line, a), self.ci(line, b)
-        if not intervals_apart(ca, cb) or self.printed_equal((line, a), (line, b)):
-            return "unclear"
-        return "yes" if (ca[1] < cb[0]) == (self.metric.better == LOWER) else "no"
+        """Whether ``line`` is better at x = ``a`` than at x = ``b`` (:meth:`compare`)."""
+        return self.compare((line, a), (line, b))
 
     def printed_equal(self, p: tuple[str, float], q: tuple[str, float]) -> bool:
         """Whether two means print the same: a difference the reader cannot see in the
@@ -523,15 +523,11 @@ def _point_best(line: str, x: float) -> Callable[[Series], str]:
     """The point (``line``, ``x``) better than every other point of the table, apart."""
 
     def judge(s: Series) -> str:
-        mine = s.rows[(line, x)]
-        others = [k for k in s.rows if k != (line, x)]
-        apart = [
-            k
-            for k in others
-            if intervals_apart(s.rows[k][1:], mine[1:]) and not s.printed_equal(k, (line, x))
-        ]
-        beaten = [k for k in apart if (s.rows[k][0] < mine[0]) == (s.metric.better == LOWER)]
-        below = [k for k in apart if k not in beaten]
+        me = (line, x)
+        mine = s.rows[me]
+        others = [k for k in s.rows if k != me]
+        beaten = [k for k in others if s.compare(k, me) == "yes"]
+        below = [k for k in others if s.compare(me, k) == "yes"]
         if len(below) == len(others):
             return f"**reproduced** ({fmt(mine[0])}, apart from every other point)"
         if beaten:
