@@ -24,6 +24,7 @@ from balancebench.spark.engine import (
     load_replay,
     release_replay,
 )
+from balancebench.spark.oracle import check_batch, expected_answer, fingerprint
 from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
 from balancebench.spark.runners import make_router
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind
@@ -259,6 +260,47 @@ def test_oracle_catches_a_duplicated_pair(spark, streams):
     router = DuplicatingRouter(get_strategy("hash", n_nodes=N_NODES), N_NODES, 0.05)
     with pytest.raises(OracleMismatch, match="differ"):
         Engine(spark, df, config("eq5", interval), router, "dup").run()
+
+
+def test_oracle_fingerprint_tells_multisets_apart(spark):
+    # Given the pairs of an answer
+    pairs = [(1, 2), (1, 3), (2, 3), (5, 8), (5, 8)]
+
+    def fp(rows, types="r_id bigint, s_id bigint", partitions=1):
+        df = spark.createDataFrame(rows, types).repartition(partitions)
+        return fingerprint(df, ["r_id", "s_id"])
+
+    ref = fp(pairs)
+    # Then order, partitioning and integer width do not change the fingerprint ...
+    assert fp(list(reversed(pairs)), partitions=3) == ref
+    assert fp(pairs, "r_id int, s_id int") == ref
+    # ... and a lost, an extra, a duplicated, a changed or a swapped pair does
+    assert fp(pairs[1:]) != ref
+    assert fp([*pairs, (7, 9)]) != ref
+    assert fp([*pairs, (1, 2)]) != ref
+    assert fp([*pairs[:-1], (5, 9)]) != ref
+    assert fp([(2, 1), *pairs[1:]]) != ref
+    assert fp(pairs[:-1]) != ref  # one copy of a pair that appears twice
+
+
+@pytest.mark.parametrize("workload", ["topk", "eq5"])
+def test_oracle_reference_is_computed_once_per_loaded_stream(spark, streams, workload):
+    # Given a loaded stream and a correct answer of batch 1
+    df, interval = streams[workload]
+    cfg = config(workload, interval)
+    answer = expected_answer(df, cfg, 1).persist()
+    try:
+        check_batch(df, cfg, 1, answer)  # the reference, if no earlier test made it
+        # When the batch is checked again, as the next run of the same cell group does
+        spark.sparkContext.setJobGroup(f"oracle-again-{workload}", "test")
+        passed, rows, _ = check_batch(df, cfg, 1, answer)
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(f"oracle-again-{workload}")
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+        answer.unpersist()
+    # Then it passes with one Spark job, over the answer alone
+    assert passed and rows > 0
+    assert len(jobs) == 1
 
 
 def test_a_slow_harness_changes_harness_s_not_the_strategys_figures(spark, streams):

@@ -3,7 +3,7 @@
 Each baseline replays the same micro-batches as the engine (``engine.load_replay``),
 answers with the same meaning (aggregation: the window's ``(key, count)`` table after
 each batch; join: the batch's new pairs ``(r_id, s_id)``), is checked by the same oracle
-(``engine.check_batch``) and reports the same :class:`~balancebench.spark.engine.BatchResult`
+(``oracle.check_batch``) and reports the same :class:`~balancebench.spark.engine.BatchResult`
 per batch, through the same loop (``spark.loop``) and cost model. ``routing_table_entries``
 and ``migrated_tuples`` are 0 and ``plan`` is None: Spark places the data itself.
 
@@ -106,8 +106,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
-from balancebench.spark.engine import EngineConfig, batch_frame, check_batch
+from balancebench.spark.engine import EngineConfig, batch_frame
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock, release
+from balancebench.spark.oracle import check_batch
 from balancebench.spark.task_metrics import ROUTE, TaskMetricsReader
 from balancebench.workloads import AGGREGATE, BAND_JOIN, check_strategy
 

@@ -46,10 +46,10 @@ Execution model (one Spark application per strategy run):
   tuple's probe at the node storing the earlier one. The batch's probes are the hash
   table and the stored tuples stream through it, so the stored history is read once per
   batch and never sorted.
-- **Oracle.** After every batch the answer is recomputed by plain Spark SQL on the raw
-  tuples (``groupBy(key).count()`` over the window; the join of all tuples so far,
-  keeping pairs whose later tuple is in this batch) and compared as a multiset. Any
-  difference fails the run.
+- **Oracle.** After every batch the answer is compared as a multiset with plain Spark
+  SQL on the raw tuples (``groupBy(key).count()`` over the window; the join of all
+  tuples so far, keeping pairs whose later tuple is in this batch; ``spark.oracle``).
+  Any difference fails the run.
 - **Statistics and plan.** Each node reports, per key, the tuples it stored in the
   batch (``load``) and the state it holds (``state``); the strategy plans (timed, paper
   000's O1). **The plan's moves are carried out inside the next batch's exchange**
@@ -105,6 +105,7 @@ from balancebench.spark.loop import (
     release,
     release_replay,
 )
+from balancebench.spark.oracle import check_batch
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BOTH,
@@ -128,7 +129,6 @@ __all__ = [
     "EngineConfig",
     "OracleMismatch",
     "batch_frame",
-    "check_batch",
     "load_replay",
     "release_replay",
 ]
@@ -1073,75 +1073,6 @@ class Arrival:
     received: np.ndarray
     moved_rows: np.ndarray
     moved_tuples: float
-
-
-def expected_answer(stream: DataFrame, config: EngineConfig, b: int) -> DataFrame:
-    """Plain Spark SQL over the raw tuples: what batch ``b`` must produce.
-
-    Aggregation: ``(key, count)`` over the window's batches. Join: the pairs
-    ``(r_id, s_id)`` of all tuples so far whose later tuple is in batch ``b``.
-    """
-    if config.workload.operator == AGGREGATE:
-        first = 0 if config.window_batches is None else b - config.window_batches + 1
-        window = stream.where((F.col("batch") >= first) & (F.col("batch") <= b))
-        return window.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
-    upto = stream.where(F.col("batch") <= b)
-    r = upto.where(F.col("side") == "R").alias("r")
-    s = upto.where(F.col("side") == "S").alias("s")
-    if config.workload.operator == BAND_JOIN:
-        cond = F.abs(F.col("r.key") - F.col("s.key")) <= config.band_width
-    else:
-        cond = F.col("r.key") == F.col("s.key")
-    if config.window_s > 0:
-        cond = cond & (F.abs(F.col("r.event_time_s") - F.col("s.event_time_s")) <= config.window_s)
-    cond = cond & (F.greatest(F.col("r.batch"), F.col("s.batch")) == b)
-    return r.join(s, cond).select(
-        F.col("r.tuple_id").alias("r_id"), F.col("s.tuple_id").alias("s_id")
-    )
-
-
-def check_batch(
-    stream: DataFrame, config: EngineConfig, b: int, answer: DataFrame
-) -> tuple[bool, int, Any]:
-    """The correctness oracle of batch ``b``: ``answer`` (aggregation ``(key, count)``;
-    join ``(r_id, s_id)``) equals :func:`expected_answer` as a multiset. Returns
-    ``(passed, result_rows, what to show)`` (TOPK: the top list).
-
-    One Spark job (TOPK collects its top list in a second): the answer, grouped by its
-    columns with a multiplicity, is full-outer joined with the expected rows (grouped the
-    same way); any row whose multiplicities differ is a lost, extra or duplicated tuple.
-    """
-    expected = expected_answer(stream, config, b)
-    if config.workload.operator == AGGREGATE:
-        cols = ["key", "count"]
-        got = answer.select("key", F.col("count").cast("bigint").alias("count"))
-    else:
-        cols = ["r_id", "s_id"]
-        got = answer.select(*cols)
-    mine = got.groupBy(*cols).agg(F.count(F.lit(1)).alias("_got"))
-    theirs = expected.groupBy(*cols).agg(F.count(F.lit(1)).alias("_want"))
-    diff = mine.join(theirs, cols, "full").select(
-        F.coalesce(F.col("_got"), F.lit(0)).alias("_got"),
-        F.coalesce(F.col("_want"), F.lit(0)).alias("_want"),
-    )
-    row = diff.agg(
-        F.sum("_got").alias("rows"),
-        F.sum("_want").alias("expected"),
-        F.sum((F.col("_got") != F.col("_want")).cast("long")).alias("differ"),
-    ).collect()[0]
-    rows, want, differ = int(row["rows"] or 0), int(row["expected"] or 0), int(row["differ"] or 0)
-    same = differ == 0
-    if config.workload.operator == AGGREGATE and config.workload.top_k:
-        top = _topk(got, config.top_k)  # equal count tables have equal TOPK lists
-        return same, len(top), top if same else f"{differ} keys differ; top {top}"
-    what = "keys" if config.workload.operator == AGGREGATE else "new pairs"
-    shown = f"{rows} {what}" if same else f"{rows} {what}, expected {want}; {differ} differ"
-    return same, rows, shown
-
-
-def _topk(df: DataFrame, k: int) -> list[tuple[int, int]]:
-    rows = df.orderBy(F.col("count").desc(), F.col("key").asc()).limit(k).collect()
-    return [(int(r["key"]), int(r["count"])) for r in rows]
 
 
 def load_replay(
