@@ -33,3 +33,47 @@ def test_the_runner_matches_the_strategy_kind(name):
 def test_a_baseline_has_no_engine_router():
     with pytest.raises(ValueError, match="no engine router"):
         make_router(get_strategy("spark_aqe", n_nodes=8), 8, 0.05)
+
+
+def test_a_strategy_is_warmed_up_once_per_application_and_the_warm_up_is_not_calibrated(
+    spark, monkeypatch
+):
+    # Given a small dataset loaded once, as a sweep's cell group loads it
+    from balancebench import experiment
+    from balancebench.generators import generate, generator_params
+    from balancebench.params import validate_params
+    from balancebench.paths import datasets_dir
+    from balancebench.spark.engine import Engine
+    from balancebench.streams import build_stream
+
+    params = validate_params(
+        {"n_tuples": 4000, "n_keys": 200, "n_batches": 2, "n_nodes": 4, "warmup_batches": 1}
+    )
+    folder, _ = generate(
+        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
+    )
+    warmed: list[str] = []
+    calibrated: list[bool] = []
+    real_warm_up, real_calibrate = experiment.warm_up, Engine.calibrate
+
+    def warm_up(spark, df, config, name, p):
+        warmed.append(name)
+        real_warm_up(spark, df, config, name, p)
+
+    def calibrate(self, repeats=3):
+        calibrated.append(self.config.warm_up)
+        real_calibrate(self, repeats)
+
+    monkeypatch.setattr(experiment, "warm_up", warm_up)
+    monkeypatch.setattr(Engine, "calibrate", calibrate)
+    cell = experiment.LoadedCell(spark, params, build_stream(params["workload"], folder, params))
+    try:
+        # When hash runs twice and mnrt once in it
+        summaries = [cell.run(spark, name)[1] for name in ("hash", "mnrt", "hash")]
+    finally:
+        cell.release()
+    # Then each strategy is warmed up before its first run only, every run passes the
+    # oracle, and only the measured runs calibrate the engine's fixed cost
+    assert warmed == ["hash", "mnrt"]
+    assert all(s["oracle_passed"] == 1.0 for s in summaries)
+    assert calibrated == [False, False, False]

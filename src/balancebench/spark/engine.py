@@ -166,6 +166,9 @@ class EngineConfig:
     #: Memory-driven scale-out: a node's capacity in state tuples (Param
     #: ``node_capacity_state_tuples``); None: every node from the start.
     node_capacity_state_tuples: int | None = None
+    #: An untimed warm-up (``experiment.warm_up``): its figures are thrown away, so the
+    #: engine's fixed cost is not calibrated for it (the measured run calibrates its own).
+    warm_up: bool = False
 
     @property
     def window_batches(self) -> int | None:
@@ -389,7 +392,8 @@ class Engine(MicroBatchLoop):
         return dict(ENGINE_CONF)
 
     def start(self) -> None:
-        self.calibrate()
+        if not self.config.warm_up:
+            self.calibrate()
 
     def close(self) -> None:
         """Release the state: a later run in the same application must not find this
