@@ -15,6 +15,8 @@ against Spark.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SPARK_HASH_SEED = 42
@@ -103,12 +105,24 @@ def partition_surrogates(n_nodes: int, search_limit: int = 1 << 20) -> np.ndarra
     each row the surrogate of its node as ``col`` puts node ``i``'s rows in partition ``i``
     (one Spark partition per node, without a Python partitioner).
     """
-    candidates = np.arange(search_limit, dtype=np.int64)
-    parts = home_nodes(candidates, n_nodes)
-    first = np.full(n_nodes, -1, dtype=np.int64)
-    # np.unique returns the first index of each partition value.
-    values, index = np.unique(parts, return_index=True)
-    first[values] = candidates[index]
-    if (first < 0).any():
-        raise ValueError(f"no surrogate found below {search_limit} for n_nodes={n_nodes}")
-    return first
+    return np.array(_surrogates(n_nodes, search_limit), dtype=np.int64)
+
+
+@functools.cache
+def _surrogates(n_nodes: int, search_limit: int) -> tuple[int, ...]:
+    """Searched once per ``n_nodes`` (every routed batch asks; hashing the whole range
+    cost 49 ms a call), in growing prefixes of the candidates, so the smallest ``v``
+    found is the smallest overall."""
+    limit = min(search_limit, max(64, 64 * n_nodes))
+    while True:
+        candidates = np.arange(limit, dtype=np.int64)
+        parts = home_nodes(candidates, n_nodes)
+        first = np.full(n_nodes, -1, dtype=np.int64)
+        # np.unique returns the first index of each partition value.
+        values, index = np.unique(parts, return_index=True)
+        first[values] = candidates[index]
+        if (first >= 0).all():
+            return tuple(int(v) for v in first)
+        if limit >= search_limit:
+            raise ValueError(f"no surrogate found below {search_limit} for n_nodes={n_nodes}")
+        limit = min(search_limit, limit * 8)
