@@ -6,15 +6,16 @@ is in the batch. :func:`check_batch` compares a batch's answer with it as a mult
 tuple lost, none extra, none duplicated.
 
 Why a fingerprint first. The reference depends only on the replay stream, the operator's
-settings and the batch, not on the strategy, and every run of a sweep's cell group replays
-the same stream in one application. So the reference of each batch is computed once per
-loaded stream (one Spark job) and kept as its multiset fingerprint: the row count and two
-exact sums of 64-bit hashes of every row (``xxhash64`` of the row, and of the row with a
-salt). Each run's check is then one job over the answer its node stage already kept. Two
-multisets with equal count and equal sums of two independent 64-bit hashes differ with
-probability about 2^-128. (Measured on a 4-batch EQ5 run with 16 nodes: the per-batch full
-join of answer and reference cost 2.7 s of the run's harness.) When the fingerprints
-differ, the full comparison runs to say how many rows differ.
+settings and the batch, not on the strategy, and every run of a sweep's cell group
+replays the same stream in one application. So the reference of each batch is computed
+once per loaded stream (one Spark job; TOPK's expected top list a second) and kept as
+its multiset fingerprint: the row count and two exact sums of 64-bit hashes of every row
+(``xxhash64`` of the row, and of the row with a salt). Each run's check is then one job
+over the answer its node stage already kept. Two multisets with equal count and equal
+sums of two independent 64-bit hashes differ with probability about 2^-128. (Measured on
+a 4-batch EQ5 run with 16 nodes: the per-batch full join of answer and reference cost
+2.7 s of the run's harness.) When the fingerprints differ, the full comparison runs to
+say how many rows differ.
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ def _columns(config: Any) -> list[str]:
     return ["key", "count"] if config.workload.operator == AGGREGATE else ["r_id", "s_id"]
 
 
+def _is_topk(config: Any) -> bool:
+    """The answer shown is a top list (TOPK), not a row count."""
+    return config.workload.operator == AGGREGATE and bool(config.workload.top_k)
+
+
 def _rows(df: DataFrame, cols: list[str]) -> DataFrame:
     """The answer's columns, typed alike on both sides (a row's hash depends on its types)."""
     return df.select(*[F.col(c).cast("bigint").alias(c) for c in cols])
@@ -107,7 +113,7 @@ def reference(stream: DataFrame, config: Any, b: int) -> Reference:
     settings, then kept with the stream."""
     key = (
         config.workload.operator,
-        bool(config.workload.top_k),
+        _is_topk(config),
         config.top_k,
         config.window_batches,
         config.window_s,
@@ -117,9 +123,7 @@ def reference(stream: DataFrame, config: Any, b: int) -> Reference:
     kept = _REFERENCES.setdefault(stream, {})
     if key not in kept:
         expected = expected_answer(stream, config, b)
-        top = None
-        if config.workload.operator == AGGREGATE and config.workload.top_k:
-            top = _topk(_rows(expected, ["key", "count"]), config.top_k)
+        top = _topk(_rows(expected, _columns(config)), config.top_k) if _is_topk(config) else None
         kept[key] = Reference(fingerprint(expected, _columns(config)), top)
     return kept[key]
 
@@ -134,16 +138,15 @@ def check_batch(stream: DataFrame, config: Any, b: int, answer: DataFrame) -> tu
     cols = _columns(config)
     ref = reference(stream, config, b)
     got = fingerprint(answer, cols)
+    what = "keys" if config.workload.operator == AGGREGATE else "new pairs"
     if got == ref.fingerprint:
         if ref.top is not None:
             return True, len(ref.top), ref.top
-        what = "keys" if config.workload.operator == AGGREGATE else "new pairs"
         return True, got.rows, f"{got.rows} {what}"
     rows, want, differ = _differences(stream, config, b, answer)
-    if config.workload.operator == AGGREGATE and config.workload.top_k:
+    if ref.top is not None:
         top = _topk(_rows(answer, cols), config.top_k)
         return False, len(top), f"{differ} keys differ; top {top}"
-    what = "keys" if config.workload.operator == AGGREGATE else "new pairs"
     return False, rows, f"{rows} {what}, expected {want}; {differ} differ"
 
 
