@@ -15,12 +15,13 @@ Wiring only; every step is a function of `balancebench.pipeline`.
    (dataset, `zipf_s`) and opens the sweep's MLflow parent run.
 2. **validate**: the Great Expectations suites of every dataset; a failure stops the
    sweep before any Spark job. Then one MLflow run per cell is opened.
-3. **run_cell_group** (mapped over cell groups: the cells that differ only in the
-   strategy, each shown as `group k of K: <workload> · s=<zipf_s> · N=<n_nodes> (R runs)`):
-   one `spark-submit spark_apps/run_workload.py` per group, which loads the dataset once
-   and runs every strategy's repetitions in rotated order, each with the same run spec as
+3. **run_application** (mapped over Spark applications: one per workload and N, each
+   shown as `application k of K: <workload> · N=<n_nodes> · s=<zipf_s values> (R runs)`):
+   one `spark-submit spark_apps/run_workload.py` per application, which loads its cell
+   groups' datasets in turn (a cell group: the cells that differ only in the strategy)
+   and runs each group's repetitions in rotated order, each with the same run spec as
    `balance_experiment` and its own MLflow run; the task log says `run r of R` with the
-   time left. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) groups at once.
+   time left. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) applications at once.
 4. **summarize**: mean, std and bootstrap 95% CI per cell; the regression check against
    each cell's history (Flink's rule: baseline = best rolling min-of-3 of the last 30 runs,
    alert beyond max(4%, 2 stdev)); deterministic figures checked exactly; the report page
@@ -65,7 +66,7 @@ def nightly_sweep() -> None:
 
     @task
     def validate(generated: dict) -> list[dict]:
-        """Great Expectations gate; on success, one spark-submit per cell group."""
+        """Great Expectations gate; on success, one spark-submit per Spark application."""
         report = pipeline.sweep_validate_step(generated)
         if not report.success:
             raise AirflowFailException(report.message())
@@ -99,7 +100,7 @@ def nightly_sweep() -> None:
 
     generated = generate()
     runs = StrategyRunOperator.partial(
-        task_id="run_cell_group",
+        task_id="run_application",
         application=str(SPARK_APP),
         conn_id="spark_default",
         driver_memory=DRIVER_MEMORY,

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class StrategyRunOperator(SparkSubmitOperator):
     """``spark-submit spark_apps/run_workload.py --spec <RunSpec>`` for one strategy run,
-    or ``--specs-file <file>`` for a sweep's cell group (its runs in one application)."""
+    or ``--specs-file <file>`` for a sweep's application (its runs in one application)."""
 
     def on_kill(self) -> None:
         super().on_kill()

@@ -1,5 +1,5 @@
 """spark-submit entry point: replay one dataset under one strategy, or under the runs of a
-sweep's cell group in one application, and log each run to MLflow.
+sweep's application (its cell groups' datasets in turn), and log each run to MLflow.
 
     spark-submit --master 'local[*]' spark_apps/run_workload.py --spec '<RunSpec JSON>'
     spark-submit --master 'local[*]' spark_apps/run_workload.py --specs-file runs.json

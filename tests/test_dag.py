@@ -112,7 +112,7 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
     assert set(dag.task_ids) == {
         "generate",
         "validate",
-        "run_cell_group",
+        "run_application",
         "summarize",
         "check_regressions",
     }
@@ -121,7 +121,7 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
     assert dag.timetable.expression == "0 2 * * *"
     assert dag.catchup is False
     for dag_id, task_id in (
-        ("nightly_sweep", "run_cell_group"),
+        ("nightly_sweep", "run_application"),
         ("balance_experiment", "run_strategy"),
     ):
         mapped = dagbag.dags[dag_id].get_task(task_id)

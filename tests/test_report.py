@@ -370,3 +370,9 @@ def test_the_position_check_shows_a_first_run_slower_than_the_rest():
         "median 9.00 s; later runs median 1.50 s, max 2.50 s"
     )
     assert measurement_lines(runs.drop(columns=["run_index"])) == []  # older runs: none
+    # An application that loads two datasets in turn: positions count on each dataset
+    two = runs.assign(run_index=[1.0, 3.0, 5.0, 8.0, 10.0, 12.0])
+    two["dataset_run_index"] = [1.0, 3.0, 5.0, 1.0, 3.0, 5.0]
+    by_dataset, _ = measurement_lines(two)
+    assert "1: +11.8% (2 run(s))" in by_dataset  # (+23.5% + 0%) / 2
+    assert "8:" not in by_dataset

@@ -308,7 +308,7 @@ def sweep(
 ) -> None:
     """Run the ``nightly_sweep`` DAG once now (its grid from the Params, as the nightly
     schedule would) and print its summary and report page; the progress lines say which
-    cell group and run is measuring, with the time left."""
+    application and run is measuring, with the time left."""
     _run_sweep(parse_json_object(conf, "CONF"), spark_master, "sweep")
 
 

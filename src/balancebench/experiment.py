@@ -2,7 +2,7 @@
 
 Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point) with one run
 (``balance_experiment``: one application per strategy) or a group of runs on one dataset
-(``nightly_sweep``: a cell group's strategies and repetitions, :func:`run_group`). It
+(``nightly_sweep``: the strategies and repetitions of cell groups, :func:`run_group`). It
 builds the workload's replay stream (``balancebench.streams``) and loads it once; runs
 each strategy through its runner (``spark.runners``: the micro-batch engine under the
 strategy's router, or a Spark-native baseline); derives latency and throughput from the
@@ -40,7 +40,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class RunSpec:
     """Everything a strategy run needs; serialised into the spark-submit arguments (one
-    spec) or a specs file (a cell group's, :meth:`group_args`)."""
+    spec) or a specs file (a sweep application's, :meth:`group_args`)."""
 
     dataset_dir: str
     strategy: str
@@ -283,7 +283,11 @@ class LoadedCell:
     one loaded cell."""
 
     def __init__(
-        self, spark: Any, params: dict[str, Any], stream: ReplayStream | None = None
+        self,
+        spark: Any,
+        params: dict[str, Any],
+        stream: ReplayStream | None = None,
+        warmed: set[str] | None = None,
     ) -> None:
         from balancebench.spark.engine import load_replay
 
@@ -302,8 +306,9 @@ class LoadedCell:
         self.config = engine_config(params, self.interval_s, spark.sparkContext.master)
         self.times = event_times(self.stream)
         self.batch_of = replay.batch_index(self.times, self.interval_s, params["n_batches"])
-        #: The strategies already warmed up in this application.
-        self.warmed: set[str] = set()
+        #: The strategies already warmed up in this application (shared by the datasets
+        #: an application loads in turn: the JIT's work is the application's).
+        self.warmed: set[str] = set() if warmed is None else warmed
 
     def run(
         self,
@@ -398,8 +403,11 @@ def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
 PROGRESS = "[balancebench progress]"
 #: A run's position in its Spark application, and how many runs the application had.
 RUN_INDEX_TAG, RUNS_IN_APPLICATION_TAG = "balancebench.run_index", "balancebench.runs_in_app"
-#: The cell group a sweep's run ran in (its Airflow task's name): ``group k of K: ...``.
-GROUP_TAG = "balancebench.cell_group"
+#: A run's position among the runs on its loaded dataset (1 = the first after the load).
+DATASET_RUN_INDEX_TAG = "balancebench.dataset_run_index"
+#: The Spark application a sweep's run ran in (its Airflow task's name):
+#: ``application k of K: ...``.
+APPLICATION_TAG = "balancebench.application"
 
 
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
@@ -453,40 +461,47 @@ def _check(spec: RunSpec) -> _Checked:
     return _Checked(spec, params, strategy)
 
 
-def _same_dataset(runs: Sequence[_Checked]) -> None:
-    """Runs of one application share its loaded dataset: their specs may differ only in
-    the strategy (and the run's own name, tags and result file)."""
+def _dataset_key(run: _Checked) -> tuple[str, str]:
+    """What a loaded dataset is: the dataset and every Param but the strategy."""
+    params = {k: v for k, v in run.params.items() if k != "strategies"}
+    return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
-    def shared(run: _Checked) -> tuple[str, str]:
-        params = {k: v for k, v in run.params.items() if k != "strategies"}
-        return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
-    first = shared(runs[0])
-    odd = [r.spec.run_name or r.spec.strategy for r in runs if shared(r) != first]
-    if odd:
-        raise ValueError(
-            f"specs: {odd} differ from the first run in their dataset or Params; allowed: "
-            "runs of one application differ only in the strategy"
-        )
+def dataset_segments(runs: Sequence[_Checked]) -> list[list[_Checked]]:
+    """The runs cut where the dataset or a Param other than the strategy changes: each
+    segment's runs share one loaded dataset (:class:`LoadedCell`)."""
+    segments: list[list[_Checked]] = []
+    for run in runs:
+        if segments and _dataset_key(segments[-1][0]) == _dataset_key(run):
+            segments[-1].append(run)
+        else:
+            segments.append([run])
+    return segments
 
 
 def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[str, Any]]:
     """The runs of ``specs`` in one Spark application, in the order given (the caller
-    rotates the order across repetitions): the dataset loaded once, each run warmed up,
-    measured, checked by the oracle and logged as its own MLflow run, tagged with its
-    position in the application (``balancebench.run_index``); a run's caches and
-    checkpoints are released before the next (``Engine.close``). A failed run is closed
-    FAILED and the others still run; the application then fails, naming the failed ones.
+    rotates the order across repetitions). Consecutive runs on the same dataset and Params
+    share it, loaded once (:func:`dataset_segments`; a sweep's cell groups of one
+    application come one after another). Each run is warmed up (once per strategy and
+    application), measured, checked by the oracle and logged as its own MLflow run, tagged
+    with its position in the application (``balancebench.run_index``) and on its dataset
+    (``balancebench.dataset_run_index``); a run's caches and checkpoints are released
+    before the next (``Engine.close``), a dataset's before the next is loaded. A failed
+    run, or a dataset that fails to load, fails its runs (closed FAILED where opened) and
+    the others still run; the application then fails, naming the failed ones.
 
-    What this application costs beyond its runs (JVM and session start, dataset load,
-    event times) is printed apart as ``application setup`` and charged to no run."""
+    What this application costs beyond its runs (JVM and session start, each dataset's
+    load and event times) is printed apart as ``application setup`` and ``dataset load``
+    and charged to no run."""
     if not specs:
         raise ValueError("specs: no run given; allowed: at least one RunSpec")
     runs = [_check(spec) for spec in specs]  # every spec at the door, before the JVM
-    _same_dataset(runs)
-    params = runs[0].params
-    workload = get_workload(params["workload"])
-    stream = build_stream(workload.name, specs[0].dataset_dir, params)
+    segments = dataset_segments(runs)
+    workloads = sorted({r.params["workload"] for r in runs})
+    streams = [
+        build_stream(s[0].params["workload"], s[0].spec.dataset_dir, s[0].params) for s in segments
+    ]
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
     from balancebench.spark.session import get_session
@@ -494,70 +509,122 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
     setup_started = time.perf_counter()
     mlflow = tracking._mlflow()
     name = specs[0].strategy if len(specs) == 1 else f"{len(specs)} runs"
-    spark = get_session(f"balancebench-{workload.name}-{name}", master=master)
+    spark = get_session(f"balancebench-{'-'.join(workloads)}-{name}", master=master)
     sc = spark.sparkContext
-    shared_params = {
-        "workload": workload.name,
-        "operator": workload.operator,
-        "dataset_digest": stream.dataset_digest,
-        "dataset_dir": specs[0].dataset_dir,
-        "stream_tuples": str(stream.n_tuples),
+    app_params = {
         "git_commit": tracking.git_commit(),
         "spark_master": sc.master,
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
     }
-    try:
-        loaded = LoadedCell(spark, params, stream)
-    except BaseException:
-        spark.stop()  # no run was opened: the task log has the cause
-        raise
-    try:
-        return _run_loaded(spark, mlflow, runs, loaded, shared_params, setup_started)
-    finally:
-        loaded.release()
-        spark.stop()
-
-
-def _run_loaded(
-    spark: Any,
-    mlflow: Any,
-    runs: Sequence[_Checked],
-    loaded: LoadedCell,
-    shared_params: dict[str, str],
-    setup_started: float,
-) -> list[dict[str, Any]]:
-    """:func:`run_group`'s runs on the loaded dataset, in order, with progress lines."""
-    setup_s = time.perf_counter() - setup_started
     if len(runs) > 1:
         print(
-            f"{PROGRESS} application setup (session, dataset load): {setup_s:.1f} s, charged "
-            "to no run",
+            f"{PROGRESS} application setup (session): {time.perf_counter() - setup_started:.1f}"
+            f" s, charged to no run; {len(runs)} runs on {len(segments)} dataset(s)",
             flush=True,
         )
-    records, failed, durations = [], [], []
-    for index, run in enumerate(runs, 1):
-        label = run.spec.run_name or run.spec.strategy
-        if len(runs) > 1:
-            left = _time_left(durations, len(runs) - index + 1)
-            group = run.spec.tags.get(GROUP_TAG)
-            where = (
-                f"{group}, run {index} of {len(runs)}" if group else f"run {index} of {len(runs)}"
-            )
-            print(f"{PROGRESS} {where}: {label}{left}", flush=True)
+    application = _Application(spark, mlflow, len(runs))
+    try:
+        for segment, stream in zip(segments, streams, strict=True):
+            application.run_segment(segment, stream, app_params)
+    finally:
+        spark.stop()
+    if application.failed:
+        failed = application.failed
+        raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
+    return application.records
+
+
+class _Application:
+    """:func:`run_group`'s Spark application as its runs go: what they share across
+    datasets (the strategies warmed up), the position, the records and the failures."""
+
+    def __init__(self, spark: Any, mlflow: Any, total: int) -> None:
+        self.spark, self.mlflow, self.total = spark, mlflow, total
+        self.warmed: set[str] = set()
+        self.records: list[dict[str, Any]] = []
+        self.failed: list[str] = []
+        self.durations: list[float] = []
+        self.index = 0
+
+    def run_segment(
+        self, runs: Sequence[_Checked], stream: ReplayStream, app_params: dict[str, str]
+    ) -> None:
+        """One dataset's runs, in order, with progress lines."""
+        params = runs[0].params
+        workload = get_workload(params["workload"])
+        shared_params = {
+            "workload": workload.name,
+            "operator": workload.operator,
+            "dataset_digest": stream.dataset_digest,
+            "dataset_dir": runs[0].spec.dataset_dir,
+            "stream_tuples": str(stream.n_tuples),
+            **app_params,
+        }
         started = time.perf_counter()
         try:
-            records.append(_measure(spark, mlflow, run, loaded, shared_params, (index, len(runs))))
+            loaded = LoadedCell(self.spark, params, stream, warmed=self.warmed)
         except Exception as exc:
-            if len(runs) == 1:
+            if self.total == 1:
+                raise  # no run was opened: the task log has the cause
+            for run in runs:  # none was opened; the others' datasets still run
+                self.index += 1
+                self.failed.append(f"{_label(run)}: dataset load: {tracking.failure_cause(exc)}")
+            traceback.print_exc()
+            print(f"{PROGRESS} dataset load failed: {self.failed[-1]}", flush=True)
+            return
+        try:
+            if self.total > 1:
+                print(
+                    f"{PROGRESS} dataset load ({stream.n_tuples} tuples, {len(runs)} runs on "
+                    f"it): {time.perf_counter() - started:.1f} s, charged to no run",
+                    flush=True,
+                )
+            for on_dataset, run in enumerate(runs, 1):
+                self._run_one(run, loaded, shared_params, on_dataset)
+        finally:
+            loaded.release()
+
+    def _run_one(
+        self, run: _Checked, loaded: LoadedCell, shared_params: dict[str, str], on_dataset: int
+    ) -> None:
+        self.index += 1
+        label = _label(run)
+        if self.total > 1:
+            left = _time_left(self.durations, self.total - self.index + 1)
+            group = run.spec.tags.get(APPLICATION_TAG)
+            where = f"run {self.index} of {self.total}"
+            print(f"{PROGRESS} {f'{group}, ' if group else ''}{where}: {label}{left}", flush=True)
+        started = time.perf_counter()
+        position = Position(self.index, self.total, on_dataset)
+        try:
+            self.records.append(
+                _measure(self.spark, self.mlflow, run, loaded, shared_params, position)
+            )
+        except Exception as exc:
+            if self.total == 1:
                 raise
-            failed.append(f"{label}: {tracking.failure_cause(exc)}")
+            self.failed.append(f"{label}: {tracking.failure_cause(exc)}")
             traceback.print_exc()  # the whole cause in the task log; the other runs go on
-            print(f"{PROGRESS} run {index} of {len(runs)} failed: {failed[-1]}", flush=True)
-        durations.append(time.perf_counter() - started)
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
-    return records
+            print(
+                f"{PROGRESS} run {self.index} of {self.total} failed: {self.failed[-1]}", flush=True
+            )
+        self.durations.append(time.perf_counter() - started)
+
+
+def _label(run: _Checked) -> str:
+    return run.spec.run_name or run.spec.strategy
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a run ran: its position in its Spark application (1 = first, which pays the
+    application's first-use costs), the application's runs, and its position among the
+    runs on its loaded dataset (1 = first after the load)."""
+
+    in_application: int
+    runs_in_application: int
+    on_dataset: int
 
 
 def _time_left(durations: Sequence[float], remaining: int) -> str:
@@ -573,7 +640,7 @@ def _measure(
     run: _Checked,
     loaded: LoadedCell,
     shared_params: dict[str, str],
-    position: tuple[int, int],
+    position: Position,
 ) -> dict[str, Any]:
     """One run of an application: its MLflow run opened, warmed up, measured, logged."""
     spec, params, strategy = run.spec, run.params, run.strategy
@@ -597,8 +664,9 @@ def _measure(
         "airflow.run_id": spec.dag_run_id,
         "strategy_reference": strategy.reference,
         # Where it ran in its application (1 = first, which pays the first-use costs).
-        RUN_INDEX_TAG: str(position[0]),
-        RUNS_IN_APPLICATION_TAG: str(position[1]),
+        RUN_INDEX_TAG: str(position.in_application),
+        RUNS_IN_APPLICATION_TAG: str(position.runs_in_application),
+        DATASET_RUN_INDEX_TAG: str(position.on_dataset),
         **spec.tags,
         **reaper.owner_tags(),
     }
@@ -639,7 +707,8 @@ def _measure(
             "strategy": spec.strategy,
             "workload": params["workload"],
             "spark_master": shared_params["spark_master"],
-            "run_index": position[0],
+            "run_index": position.in_application,
+            "dataset_run_index": position.on_dataset,
             "summary": summary,
             "node_received": [b.node_received.tolist() for b in batches],
             "node_run_time_s": [b.node_run_time_s.tolist() for b in batches],

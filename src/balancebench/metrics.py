@@ -465,7 +465,9 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "node's tasks in a batch with no tuples and no state (task launch, deserialisation, "
         "the stages' operators on nothing), through the same node stages as every batch; "
         "the median over nodes of each stage, summed, median of 3 calibration batches run "
-        "before the first measured batch."
+        "before the first measured batch of the first measured run of this engine "
+        "configuration on the loaded dataset (later runs of the same Spark application "
+        "reuse it)."
     ),
     "node_work_per_tuple_us": (
         "Fitted node CPU per tuple received: the slope of a least-squares fit of node work "

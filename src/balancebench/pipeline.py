@@ -25,7 +25,7 @@ from balancebench.compare import (
     comparison_table,
     winners,
 )
-from balancebench.experiment import GROUP_TAG, RunSpec
+from balancebench.experiment import APPLICATION_TAG, RunSpec
 from balancebench.generators import generate, generator_params
 from balancebench.params import applicable_params, validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
@@ -411,22 +411,25 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
 
 
 #: How a sweep's runs are measured, part of a cell's history key: one Spark application per
-#: cell group, its runs in rotated order (earlier sweeps ran one application per run).
-MEASURED_IN = "one application per cell group, rotated"
+#: workload and node count, its cell groups' datasets loaded in turn, each group's runs in
+#: rotated order (earlier sweeps ran one application per cell group, and before that one
+#: per run).
+MEASURED_IN = "one application per workload and N, datasets in turn, rotated"
 
 
 @ends_runs_on_failure
 def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
     """Open one MLflow run per cell (child of the sweep) and return one spark-submit per
-    cell group (``Cell.group``: the cells that differ only in the strategy): all its
-    cells' repetitions in one Spark application, in rotated order (round r starts at the
-    r-th strategy, ``experiment.rotated_rounds``), each a ``RunSpec`` like
+    application (``Cell.application``: one workload and node count): its cell groups
+    (``Cell.group``: the cells that differ only in the strategy, on one dataset) one after
+    another, each group's cells' repetitions in rotated order (round r starts at the r-th
+    strategy, ``experiment.rotated_rounds``), each a ``RunSpec`` like
     ``balance_experiment``'s whose run is a child of its cell."""
     import hashlib
     import json
 
     from balancebench.experiment import rotated_rounds
-    from balancebench.sweep import cell_params, cells
+    from balancebench.sweep import application_label, cell_params, cells
 
     p, parent = generated["params"], generated["parent_run_id"]
     mlflow = tracking._mlflow()
@@ -434,9 +437,13 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     experiment_id = tracking.ensure_experiment(p["experiment"])
     groups: dict[str, dict[str, Any]] = {}
     grid_cells = cells(p["grid"])
-    shares: dict[str, list[str]] = {}  # per cell group, the strategies of its application
+    # Per application, what its runs share: the strategies and the cell groups.
+    shares: dict[str, dict[str, list[str]]] = {}
     for cell in grid_cells:
-        shares.setdefault(cell.group, []).append(cell.strategy)
+        share = shares.setdefault(cell.application, {"strategies": [], "cell_groups": []})
+        for key, value in (("strategies", cell.strategy), ("cell_groups", cell.group)):
+            if value not in share[key]:
+                share[key].append(value)
     for cell in grid_cells:
         cp = cell_params(p, cell)
         data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
@@ -448,7 +455,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         keyed = {
             **applies,
             "measured_in": MEASURED_IN,
-            "application": {"strategies": shares[cell.group], "repetitions": p["repetitions"]},
+            "application": {**shares[cell.application], "repetitions": p["repetitions"]},
         }
         key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
         tags = {
@@ -477,8 +484,10 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         )
         tracking.log_metric_definitions(cell_run)
         slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0
-        group = groups.setdefault(cell.group, {"cells": {}, "submission": uuid.uuid4().hex})
-
+        group = groups.setdefault(
+            cell.application, {"cells": {}, "by_group": {}, "submission": uuid.uuid4().hex}
+        )
+        group["by_group"].setdefault(cell.group, []).append(cell)
         # The cell's runs differ in their repetition only (repetition_spec).
         group["cells"][cell.label] = RunSpec(
             dataset_dir=data["dir"],
@@ -500,28 +509,30 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             plan_extra_work_ms=float(slow),
         )
     out = []
-    for k, (label, group) in enumerate(groups.items(), 1):
+    for k, group in enumerate(groups.values(), 1):
         reps: dict[str, int] = dict.fromkeys(group["cells"], 0)
         specs = []
-        name = f"group {k} of {len(groups)}: {label} ({p['repetitions'] * len(reps)} runs)"
-        for cell_label in rotated_rounds(list(group["cells"]), p["repetitions"]):
-            specs.append(
-                _repetition_spec(group["cells"][cell_label], reps[cell_label], parent, name)
-            )
-            reps[cell_label] += 1
+        label = application_label(c for cs in group["by_group"].values() for c in cs)
+        name = f"application {k} of {len(groups)}: {label} ({p['repetitions'] * len(reps)} runs)"
+        for cell_group in group["by_group"].values():
+            for cell_label in rotated_rounds([c.label for c in cell_group], p["repetitions"]):
+                specs.append(
+                    _repetition_spec(group["cells"][cell_label], reps[cell_label], parent, name)
+                )
+                reps[cell_label] += 1
         path = results_dir() / parent / "groups" / f"group-{k}.json"
         out.append({"application_args": RunSpec.group_args(specs, path), "name": name})
     return out
 
 
-def _repetition_spec(cell: RunSpec, rep: int, sweep: str, group: str) -> RunSpec:
-    """Repetition ``rep`` (from 0) of a cell's run, in the application of cell group
-    ``group`` (its task's name)."""
+def _repetition_spec(cell: RunSpec, rep: int, sweep: str, application: str) -> RunSpec:
+    """Repetition ``rep`` (from 0) of a cell's run, in Spark application ``application``
+    (its task's name)."""
     return dataclasses.replace(
         cell,
         result_path=str(results_dir() / sweep / f"{cell.parent_run_id}-rep{rep}.json"),
         run_name=f"{cell.run_name} · rep {rep + 1}",
-        tags={**cell.tags, "balancebench.repetition": str(rep), GROUP_TAG: group},
+        tags={**cell.tags, "balancebench.repetition": str(rep), APPLICATION_TAG: application},
     )
 
 
@@ -548,7 +559,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
 
     from balancebench import regression
     from balancebench.compare import headline_metrics, logged_name
-    from balancebench.experiment import PROGRESS, RUN_INDEX_TAG
+    from balancebench.experiment import DATASET_RUN_INDEX_TAG, PROGRESS, RUN_INDEX_TAG
     from balancebench.paper000 import FIGURE_COMPONENTS, FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
     from balancebench.report import (
@@ -594,6 +605,9 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
                     {
                         "cell": cell.label,
                         "run_index": done[f"tags.{RUN_INDEX_TAG}"].astype(float),
+                        "dataset_run_index": done.get(
+                            f"tags.{DATASET_RUN_INDEX_TAG}", pd.Series(float("nan"), done.index)
+                        ).astype(float),
                         **{
                             m: done.get(f"metrics.{m}")
                             for m in (POSITION_METRIC, HARNESS_METRIC)

@@ -325,10 +325,13 @@ HARNESS_METRIC: Final[str] = logged_name("harness_s_total", headline_metrics())
 
 def measurement_lines(runs: pd.DataFrame) -> list[str]:
     """How a sweep's runs were measured, from its repetition runs (``runs``: one row per
-    run with ``cell``, ``run_index`` and the metric columns): the position check (each
-    run's ``POSITION_METRIC`` against its cell's mean, averaged per position in its Spark
-    application, so that a first run slower than the rest shows) and the harness's time
-    per run, at the first position and after it. Charged to no strategy."""
+    run with ``cell``, ``run_index`` (position in its Spark application), optionally
+    ``dataset_run_index`` (position among the runs on its loaded dataset; runs of
+    applications that loaded one dataset lack it, and there the two are the same) and the
+    metric columns): the position check (each run's ``POSITION_METRIC`` against its cell's
+    mean, averaged per position on its dataset, so that a first run after a load slower
+    than the rest shows) and the harness's time per run, at the application's first
+    position and after it. Charged to no strategy."""
     need = {"cell", "run_index", POSITION_METRIC}
     if runs.empty or not need <= set(runs.columns):
         return []
@@ -336,15 +339,18 @@ def measurement_lines(runs: pd.DataFrame) -> list[str]:
     runs = runs[runs.groupby("cell")[POSITION_METRIC].transform("mean") > 0]
     if runs.empty:
         return []
+    on_dataset = runs["run_index"]
+    if "dataset_run_index" in runs:
+        on_dataset = runs["dataset_run_index"].fillna(runs["run_index"])
     change = runs[POSITION_METRIC] / runs.groupby("cell")[POSITION_METRIC].transform("mean") - 1
-    per_position = change.groupby(runs["run_index"]).agg(["mean", "size"]).sort_index()
+    per_position = change.groupby(on_dataset).agg(["mean", "size"]).sort_index()
     shown = ", ".join(
         f"{int(i)}: {row['mean']:+.1%} ({int(row['size'])} run(s))"
         for i, row in per_position.iterrows()
     )
     lines = [
-        f"position check ({POSITION_METRIC} against its cell's mean, by position in the "
-        f"Spark application): {shown}"
+        f"position check ({POSITION_METRIC} against its cell's mean, by position among the "
+        f"runs on its loaded dataset): {shown}"
     ]
     if HARNESS_METRIC in runs:
         first = runs[runs["run_index"] == 1][HARNESS_METRIC].dropna()

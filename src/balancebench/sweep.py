@@ -2,10 +2,12 @@
 
 A sweep is a grid of workloads x strategies x ``zipf_s`` x ``n_nodes``; each cell runs
 ``repetitions`` times, each repetition a run of the same
-:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses, inside its
-cell group's one Spark application (:attr:`Cell.group`, ``experiment.run_group``). A
-cell's repetitions share the seeded dataset, so their spread is the timing noise of the
-machine and of the run's position in its application;
+:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses. A cell group
+(:attr:`Cell.group`: the cells that differ only in the strategy) shares one dataset, and
+the cell groups of one workload and node count share one Spark application
+(:attr:`Cell.application`, ``experiment.run_group``), which loads their datasets in turn.
+A cell's repetitions share the seeded dataset, so their spread is the timing noise of the
+machine and of the run's position on its dataset;
 every timed figure is reported as mean, std and a bootstrap 95% confidence interval.
 """
 
@@ -224,6 +226,24 @@ class Cell:
         dataset and one Spark application (and among which the report names a winner)."""
         label = f"{self.workload} · s={self.zipf_s:g} · N={self.n_nodes}"
         return label if self.tolerance is None else f"{label} · tol={self.tolerance:g}"
+
+    @property
+    def application(self) -> str:
+        """Its Spark application: the cell groups of one workload and node count, whose
+        datasets it loads in turn (one JVM start and one warm-up per strategy for them)."""
+        return f"{self.workload} · N={self.n_nodes}"
+
+
+def application_label(grid_cells: Iterable[Cell]) -> str:
+    """An application's cells in words: workload, N, and the skews and tolerances it
+    holds (``topk · N=8 · s=0.6, 1, 1.4``)."""
+    found = list(grid_cells)
+    skews = ", ".join(f"{z:g}" for z in dict.fromkeys(c.zipf_s for c in found))
+    label = f"{found[0].workload} · N={found[0].n_nodes} · s={skews}"
+    tolerances = [c.tolerance for c in found if c.tolerance is not None]
+    if tolerances:
+        label += " · tol=" + ", ".join(f"{t:g}" for t in dict.fromkeys(tolerances))
+    return label
 
 
 def cells(grid: dict[str, list[Any]]) -> list[Cell]:

@@ -259,9 +259,9 @@ def _field(dialog, param: str):
 def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
     state, tis = sweeps["first"]
     assert state == "success", tis
-    # One task (one Spark application) for the cell group, named after it.
-    names = [t["rendered_map_index"] for t in tis if t["task_id"] == "run_cell_group"]
-    assert names == ["group 1 of 1: topk · s=1 · N=4 (2 runs)"]
+    # One task (one Spark application) for the workload and N, named after its cells.
+    names = [t["rendered_map_index"] for t in tis if t["task_id"] == "run_application"]
+    assert names == ["application 1 of 1: topk · N=4 · s=1 (2 runs)"]
     parents = _sweep_parents()
     assert len(parents) == 2
     parent = parents.iloc[0]
@@ -291,7 +291,7 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
 
 def test_the_slowed_cell_and_only_it_is_flagged(service, sweeps):
     state, tis = sweeps["second"]
-    by_task = {t["task_id"]: t["state"] for t in tis if t["task_id"] != "run_cell_group"}
+    by_task = {t["task_id"]: t["state"] for t in tis if t["task_id"] != "run_application"}
     assert by_task["summarize"] == "success"
     assert by_task["check_regressions"] == "failed"  # Airflow's alerting applies
     assert state == "failed"

@@ -1,6 +1,8 @@
-"""A sweep's cell group runs in one Spark application (``experiment.run_group``): a run's
-deterministic outputs must not depend on whether it ran alone or after other runs in the
-same application (cached frames, checkpoints, routing tables and state left behind)."""
+"""A sweep's application runs its cell groups in one Spark application, their datasets
+loaded in turn (``experiment.run_group``): a run's deterministic outputs must not depend
+on whether it ran alone or after other runs in the same application, on its dataset or on
+another (cached frames, checkpoints, routing tables, state and oracle references left
+behind)."""
 
 from __future__ import annotations
 
@@ -40,43 +42,55 @@ def _submit(args: list[str]) -> str:
 
 
 def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(local_state, tmp_path):
-    params = validate_params(
-        {**TINY, "strategies": ["hash", "mnrt"], "experiment": "e2e-shared-application"}
-    )
-    folder, _ = generate(
-        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
-    )
+    base = {**TINY, "strategies": ["hash", "mnrt"], "experiment": "e2e-shared-application"}
+    # Two cell groups' datasets (two skews), as a sweep's application loads them in turn.
+    params = {z: validate_params({**base, "zipf_s": z}) for z in (0.8, 1.2)}
+    folders = {
+        z: generate(p["dataset"], datasets_dir(), generator_params(p["dataset"], p))[0]
+        for z, p in params.items()
+    }
 
-    def spec(strategy: str, label: str) -> RunSpec:
+    def spec(z: float, strategy: str, label: str) -> RunSpec:
         return RunSpec(
-            dataset_dir=str(folder),
+            dataset_dir=str(folders[z]),
             strategy=strategy,
-            params=params,
+            params=params[z],
             run_name=label,
             result_path=str(tmp_path / f"{label}.json"),
         )
 
-    alone = spec("mnrt", "alone")
+    # The second dataset's mnrt alone in its application ...
+    alone = spec(1.2, "mnrt", "alone")
     _submit(alone.to_args())
-    # The order a sweep gives two strategies over two repetitions: hash, mnrt, mnrt, hash.
+    # ... and after the first dataset's runs, in the order a sweep gives two strategies
+    # over two repetitions on each dataset: hash, mnrt, mnrt, hash.
     order = list(rotated_rounds(["hash", "mnrt"], 2))
-    shared = [spec(name, f"shared-{i}-{name}") for i, name in enumerate(order, 1)]
+    shared = [
+        spec(z, name, f"shared-{z}-{i}-{name}") for z in params for i, name in enumerate(order, 1)
+    ]
     log = _submit(RunSpec.group_args(shared, tmp_path / "group.json"))
 
     def record(s: RunSpec) -> dict:
         return json.loads(open(s.result_path).read())
 
     records = [record(s) for s in shared]
-    assert [r["run_index"] for r in records] == [1, 2, 3, 4]
-    # mnrt (which migrates state) after hash, and after itself: as when it ran alone.
+    assert [r["run_index"] for r in records] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [r["dataset_run_index"] for r in records] == [1, 2, 3, 4, 1, 2, 3, 4]
+    # mnrt (which migrates state) after another dataset's runs, after hash and after
+    # itself: as when it ran alone.
     expected = deterministic_outputs(record(alone))
     assert expected["migrated_tuples_total"] > 0  # the comparison covers a migration
-    for r in records:
+    second = records[4:]
+    for r in second:
         if r["strategy"] == "mnrt":
             assert deterministic_outputs(r) == expected
-    hashes = [deterministic_outputs(r) for r in records if r["strategy"] == "hash"]
+    hashes = [deterministic_outputs(r) for r in second if r["strategy"] == "hash"]
     assert hashes[0] == hashes[1]
+    # The first dataset's runs are of their own data (a left-over stream would repeat it).
+    first = [deterministic_outputs(r) for r in records[:4] if r["strategy"] == "mnrt"]
+    assert first[0] == first[1] != expected
     # The task log says where the application is, with the time left after a run.
-    assert "application setup (session, dataset load)" in log
-    assert "run 1 of 4: shared-1-hash" in log
-    assert "run 4 of 4: shared-4-hash; about " in log
+    assert "application setup (session)" in log and "8 runs on 2 dataset(s)" in log
+    assert log.count("dataset load (") == 2
+    assert "run 1 of 8: shared-0.8-1-hash" in log
+    assert "run 8 of 8: shared-1.2-4-hash; about " in log
