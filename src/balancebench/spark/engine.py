@@ -722,7 +722,11 @@ class Engine(MicroBatchLoop):
                 sums.append(F.sum(is_r).cast("double").alias("state_r"))
             held = state.groupBy(*by).agg(*sums)
             both = held.join(sent, by, "full").fillna(0.0)
-        both = both.toArrow()
+        # In (key, node) order: Spark returns the rows in an order its physical plan sets,
+        # and a planner breaks ties in its input's order, so unsorted, a change of plan
+        # changed plans (measured: grouping by the surrogate changed QMMP's windowed eq5
+        # moves). Sorted, a plan depends on the statistics alone.
+        both = both.toArrow().sort_by([("key", "ascending"), ("node", "ascending")])
         node = both.column("node").to_numpy().astype(np.int32)
 
         def per_node(column: str) -> np.ndarray:
