@@ -1,9 +1,9 @@
 """Strategy runs inside one Spark application, each logged as an MLflow run.
 
 Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point) with one run
-(``balance_experiment``: one application per strategy) or a group of runs on one dataset
-(``nightly_sweep``: the strategies and repetitions of cell groups, :func:`run_group`). It
-builds the workload's replay stream (``balancebench.streams``) and loads it once; runs
+(``balance_experiment``: one application per strategy) or a sweep application's runs
+(``nightly_sweep``: the strategies and repetitions of its cell groups, :func:`run_group`).
+It builds each dataset's replay stream (``balancebench.streams``) and loads it once; runs
 each strategy through its runner (``spark.runners``: the micro-batch engine under the
 strategy's router, or a Spark-native baseline); derives latency and throughput from the
 measured batches under the cost model (``metrics.clock``); logs everything with the units
