@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import time
 import traceback
@@ -470,13 +471,7 @@ def _dataset_key(run: _Checked) -> tuple[str, str]:
 def dataset_segments(runs: Sequence[_Checked]) -> list[list[_Checked]]:
     """The runs cut where the dataset or a Param other than the strategy changes: each
     segment's runs share one loaded dataset (:class:`LoadedCell`)."""
-    segments: list[list[_Checked]] = []
-    for run in runs:
-        if segments and _dataset_key(segments[-1][0]) == _dataset_key(run):
-            segments[-1].append(run)
-        else:
-            segments.append([run])
-    return segments
+    return [list(segment) for _, segment in itertools.groupby(runs, key=_dataset_key)]
 
 
 def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[str, Any]]:
