@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 from balancebench.experiment import LoadedCell, report_run
-from balancebench.params import validate_params
+from balancebench.experiment_params import validate_params
 from balancebench.schema import positive_int
-from balancebench.sweep import repetition_columns
+from balancebench.sweep_grid import repetition_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The figure's grid: strategies per workload, skews and loads (tuples per node and batch).
@@ -101,7 +101,7 @@ def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from balancebench.compare import strategy_color, strategy_order
+    from balancebench.plotting import strategy_color, strategy_order
 
     rows = table[["workload", "zipf_s"]].drop_duplicates().values.tolist()
     metrics = [("capacity_tuples_per_s", "capacity (tuples/s)"), ("latency_p99_s", "p99 (s)")]

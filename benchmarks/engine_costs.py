@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_runs
+from balancebench.experiment_params import validate_params
 from balancebench.hashing import FRACTION_UNITS
-from balancebench.params import validate_params
 from balancebench.schema import positive_int
 from balancebench.stats import repetition_stats
 
@@ -123,7 +123,7 @@ def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tupl
     from pyspark.sql import functions as F
 
     from balancebench.spark.loop import batch_frame
-    from balancebench.spark.routing import home_node, partition_by_node
+    from balancebench.spark.placement import home_node, partition_by_node
     from balancebench.spark.task_metrics import TaskMetricsReader, group_work
 
     reader = TaskMetricsReader(spark.sparkContext)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_rounds
-from balancebench.params import validate_params
+from balancebench.experiment_params import validate_params
 from balancebench.schema import positive_int
 
 #: The cells, run in this order: (join_arrival, Zipf s or None for ``--skew``, strategies).

@@ -35,7 +35,7 @@ from balancebench import tracking
 from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES
 from balancebench.paths import results_dir
 from balancebench.schema import positive_int
-from balancebench.sweep import cells, validate_sweep_params
+from balancebench.sweep_grid import cells, validate_sweep_params
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures"

@@ -40,9 +40,9 @@ import numpy as np
 import pandas as pd
 
 from balancebench.experiment import LoadedCell
-from balancebench.params import validate_params
+from balancebench.experiment_params import validate_params
 from balancebench.schema import positive_int
-from balancebench.sweep import repetition_columns
+from balancebench.sweep_grid import repetition_columns
 
 SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def draw(table: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from balancebench.compare import strategy_color
+    from balancebench.plotting import strategy_color
 
     top = int(table["n_nodes"].max())
     at_top = table[table["n_nodes"] == top].set_index("strategy").loc[list(SCHEMES)]

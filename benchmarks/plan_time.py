@@ -31,7 +31,7 @@ import numpy as np
 from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
 from balancebench.paths import local_dir
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from balancebench.compare import strategy_order
+from balancebench.plotting import strategy_order
 from balancebench.stats import intervals_apart
 
 ROOT = Path(__file__).resolve().parents[1]

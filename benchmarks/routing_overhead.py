@@ -10,7 +10,7 @@ is printed after one warm-up run each:
 
 - ``repartition(n, key)``: what Spark does by itself (the floor);
 - ``routing table, hot split``: paper 000's storage routing ONE exactly as the engine
-  runs it (``spark.routing.with_storage_node`` + ``partition_by_node``) with a routing
+  runs it (``spark.placement.with_storage_node`` + ``partition_by_node``) with a routing
   table of ``--entries`` keys: the hottest keys, each split over 2-4 nodes, so most
   tuples take the table path (the worst case);
 - ``routing table, plan-like``: ``--entries`` random keys moved whole (one part each),
@@ -31,9 +31,9 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from balancebench.hashing import home_nodes
-from balancebench.routing import RoutingTable
+from balancebench.routing_table import RoutingTable
 from balancebench.schema import positive_int
-from balancebench.spark.routing import partition_by_node, with_storage_node
+from balancebench.spark.placement import partition_by_node, with_storage_node
 from balancebench.spark.session import get_session
 
 

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_rounds
-from balancebench.params import validate_params
+from balancebench.experiment_params import validate_params
 from balancebench.paths import local_dir
 from balancebench.schema import positive_int
 from balancebench.strategies import STRATEGIES

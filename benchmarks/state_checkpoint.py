@@ -22,8 +22,8 @@ from dataclasses import replace
 import numpy as np
 
 from balancebench.experiment import execute
+from balancebench.experiment_params import validate_params
 from balancebench.generators import generate, generator_params
-from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
 from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy, strategy_settings

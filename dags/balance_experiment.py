@@ -33,7 +33,7 @@ from dag_steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench import pipeline
-from balancebench.params import EXPERIMENT_PARAMS, param_section
+from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 

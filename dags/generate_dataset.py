@@ -22,7 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 
 from balancebench import pipeline
-from balancebench.params import DATASET_DAG_PARAMS, param_section
+from balancebench.experiment_params import DATASET_DAG_PARAMS, param_section
 
 
 @dag(

@@ -29,7 +29,7 @@ from dag_settings import MODEL_CRON, schedule_after_start
 from dag_steps import require_generated
 
 from balancebench import pipeline
-from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
+from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_sweep.py"
 

@@ -41,7 +41,7 @@ from dag_steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench import pipeline
-from balancebench.sweep import SWEEP_PARAMS, sweep_param_section
+from balancebench.sweep_grid import SWEEP_PARAMS, sweep_param_section
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 

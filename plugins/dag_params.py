@@ -1,7 +1,8 @@
 """Airflow ``Param`` objects from the library's JSON-schema Param specs.
 
-The specs (``balancebench.params``, ``balancebench.models.sweep``) are plain dicts so the
-library stays free of Airflow; every DAG turns them into ``Param`` here, in one place.
+The specs (``balancebench.experiment_params``, ``balancebench.models.model_sweep``) are
+plain dicts so the library stays free of Airflow; every DAG turns them into ``Param``
+here, in one place.
 Airflow puts this folder on ``sys.path`` (``AIRFLOW__CORE__PLUGINS_FOLDER``).
 """
 

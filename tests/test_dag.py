@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from balancebench.params import EXPERIMENT_PARAMS
+from balancebench.experiment_params import EXPERIMENT_PARAMS
 
 DAGS = Path(__file__).resolve().parents[1] / "dags"
 
@@ -62,8 +62,8 @@ def test_bad_params_are_rejected_with_a_clear_message(dagbag, name, value, needl
 def test_generate_dataset_shape_and_params(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
 
+    from balancebench.experiment_params import DATASET_DAG_PARAMS
     from balancebench.generators import GENERATORS
-    from balancebench.params import DATASET_DAG_PARAMS
 
     dag = dagbag.dags["generate_dataset"]
     assert set(dag.task_ids) == {"generate", "validate"}
@@ -78,7 +78,7 @@ def test_generate_dataset_shape_and_params(dagbag):
 def test_model_experiment_shape_and_params(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
 
-    from balancebench.models.sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS
 
     dag = dagbag.dags["model_experiment"]
     assert set(dag.task_ids) == {"generate", "validate", "run_sweep", "compare"}

@@ -8,7 +8,7 @@ import pytest
 
 from balancebench.metrics import METRIC_DEFINITIONS
 from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES, draw_figure, figure_table
-from balancebench.sweep import cells, validate_sweep_params
+from balancebench.sweep_grid import cells, validate_sweep_params
 
 
 def test_a_figure_fixes_its_grid_and_params_and_keeps_the_rest():
@@ -73,7 +73,7 @@ def test_the_tolerance_figure_varies_the_tolerance_per_cell():
     assert {c.strategy for c in found} == {"qmmp", "mnrt", "readj"}
     assert found[0].label.endswith(f"· tol={found[0].tolerance:g}")
     # each cell runs at its own tolerance, not the trigger's 0.3
-    from balancebench.sweep import cell_params
+    from balancebench.sweep_grid import cell_params
 
     assert {cell_params(params, c)["tolerance"] for c in found} == {0.02, 0.05, 0.1, 0.2, 0.4}
     # without the axis, no cell carries one and the labels are unchanged

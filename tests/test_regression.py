@@ -11,7 +11,7 @@ import pytest
 from balancebench import regression
 from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
 from balancebench.stats import repetition_stats
-from balancebench.sweep import DEFAULT_GRID, cells, validate_sweep_params
+from balancebench.sweep_grid import DEFAULT_GRID, cells, validate_sweep_params
 
 
 def test_baseline_is_the_best_rolling_worst_of_three():
@@ -197,7 +197,7 @@ def test_the_grid_is_its_axis_params_unless_a_json_grid_is_given():
 
 
 def test_the_form_draws_the_name_axes_as_multi_selects():
-    from balancebench.sweep import SWEEP_PARAMS
+    from balancebench.sweep_grid import SWEEP_PARAMS
 
     for axis in ("grid_workloads", "grid_strategies"):
         spec = SWEEP_PARAMS[axis]
@@ -224,7 +224,7 @@ def test_checked_sweep_params_pass_the_check_again():
     assert validate_sweep_params({"grid_zipf_s": ".5, 1."})["grid"]["zipf_s"] == [0.5, 1.0]
     import re as regex
 
-    from balancebench.sweep import SWEEP_PARAMS
+    from balancebench.sweep_grid import SWEEP_PARAMS
 
     pattern = SWEEP_PARAMS["grid_zipf_s"]["pattern"]
     assert not regex.search(pattern, "0.8,,1") and not regex.search(pattern, "x1")

@@ -235,7 +235,7 @@ def test_the_ci_caption_says_bars_and_the_figure_draws_bars(tmp_path, monkeypatc
 def test_the_summarize_step_reports_each_cells_history_from_the_store(local_state):
     """Two sweeps of one cell on the real MLflow store: the second one's page and text
     name the first sweep's repetition runs as its history."""
-    from balancebench.sweep import validate_sweep_params
+    from balancebench.sweep_grid import validate_sweep_params
 
     params = validate_sweep_params(
         {

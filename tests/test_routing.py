@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from balancebench.hashing import home_nodes
-from balancebench.routing import RoutingTable
+from balancebench.routing_table import RoutingTable
 
 
 def _keys_with_home(n_nodes, homes):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from balancebench import pipeline, tracking
-from balancebench.params import validate_params
+from balancebench.experiment_params import validate_params
 
 
 def _open_parent(dag_run: str) -> dict:

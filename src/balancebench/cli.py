@@ -32,8 +32,8 @@ from rich.table import Table
 from balancebench import reaper, tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
+from balancebench.experiment_params import check_inputs, defaults, validate_params
 from balancebench.local_env import airflow_env, check_spark_master
-from balancebench.params import check_inputs, defaults, validate_params
 from balancebench.paths import (
     datasets_dir,
     local_dir,
@@ -313,7 +313,7 @@ def sweep(
 
 
 def _run_sweep(values: dict, spark_master: str | None, what: str) -> None:
-    from balancebench.sweep import NO_FIGURE, validate_sweep_params
+    from balancebench.sweep_grid import NO_FIGURE, validate_sweep_params
 
     params = _at_the_door(lambda: validate_sweep_params(values), spark_master)
     code, log, invocation = _dags_test(SWEEP_DAG_ID, params, spark_master)
@@ -547,7 +547,7 @@ def validate(
 def models() -> None:
     """List the paper 001-004 models, their strategies and Params."""
     from balancebench.models import MODELS, get_model
-    from balancebench.models.sweep import model_param_name
+    from balancebench.models.model_sweep import model_param_name
 
     table = Table(title="models (run with `balancebench run-model --conf '{\"model\": ...}'`)")
     for col in ("model", "implements", "strategies", "dataset", "Params (default)"):
@@ -568,7 +568,7 @@ def run_model(
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:
     """Run the ``model_experiment`` DAG once with ``airflow dags test``; print the summary."""
-    from balancebench.models.sweep import validate_model_params
+    from balancebench.models.model_sweep import validate_model_params
 
     params = _at_the_door(
         lambda: validate_model_params(parse_json_object(conf, "CONF")), spark_master
@@ -584,7 +584,7 @@ def run_model(
         import pandas as pd
 
         frame = pd.read_csv(summary)
-        from balancebench.models.sweep import REPETITION_SUFFIXES
+        from balancebench.models.model_sweep import REPETITION_SUFFIXES
 
         keep = [c for c in frame.columns if c != "run_id" and not c.endswith(REPETITION_SUFFIXES)]
         varied = [c for c in keep if c in {k.split("_", 1)[1] for k in params["grid"]}]

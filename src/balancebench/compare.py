@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from balancebench.plotting import strategy_color, strategy_order
 from balancebench.regression import HIGHER, TIMED
-from balancebench.strategies import STRATEGIES
 
 #: Columns of the comparison table, in order (all defined in ``metrics``).
 TABLE_METRICS = [
@@ -60,25 +60,6 @@ def headline_metrics() -> frozenset[str]:
     from balancebench.regression import EXACT
 
     return frozenset([*TABLE_METRICS, *TIMED, *EXACT, *FIGURE_METRICS])
-
-
-def strategy_order(names: list[str]) -> list[str]:
-    """``names`` in the registry's order (names it does not know go last, as given)."""
-    known = [s for s in STRATEGIES if s in names]
-    return known + [n for n in names if n not in STRATEGIES]
-
-
-def strategy_color(name: str) -> str:
-    """The one colour of a strategy in every figure (matplotlib's tab20, by registry index)."""
-    import matplotlib
-
-    names = list(STRATEGIES)
-    index = names.index(name) if name in names else len(names)
-    # tab20's strong shades first (even slots), then the light ones: neighbours in the
-    # registry (hash, qmmp, mnrt) get distinct hues.
-    slot = (2 * index) % 20 + (index // 10) % 2
-    r, g, b, _ = matplotlib.colormaps["tab20"](slot)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
 def winners(table: pd.DataFrame) -> dict[str, str]:

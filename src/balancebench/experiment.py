@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from balancebench import metrics, reaper, replay, tracking
 from balancebench.compare import BATCH_PREFIX, headline_metrics, logged_name
-from balancebench.params import applicable_params, validate_params
+from balancebench.experiment_params import applicable_params, validate_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
 from balancebench.streams import ReplayStream, build_stream
@@ -229,7 +229,7 @@ def execute(
     harness_hook: Any = None,
 ) -> list[Any]:
     """Run one strategy on a loaded replay stream through its runner (``spark.runners``)."""
-    from balancebench.spark.join_architectures import ArchitectureRouter
+    from balancebench.spark.architecture_routers import ArchitectureRouter
     from balancebench.spark.runners import make_runner
 
     runner = make_runner(

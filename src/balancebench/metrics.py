@@ -451,7 +451,10 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "plan_time_ms_max": "Max of plan_time_ms over the plans of the run.",
     "imbalance_max_over_mean_mean": "Mean of imbalance_max_over_mean over the batches.",
     "imbalance_max_over_mean_max": "Max of imbalance_max_over_mean over the batches.",
-    "makespan_s_total": "Sum of makespan_s over the batches (busy time of the stage, s).",
+    "makespan_s_total": (
+        "Sum of makespan_s over the batches (seconds of CPU: each batch's slowest node's "
+        "work in its node stages)."
+    ),
     "makespan_over_ideal_mean": "Mean of makespan_over_ideal over the batches.",
     "routing_table_entries_max": "Max of routing_table_entries over the batches.",
     "migrated_tuples_total": "Sum of migrated_tuples over the run.",

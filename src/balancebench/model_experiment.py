@@ -1,7 +1,7 @@
 """A model sweep inside a Spark application, logged as MLflow children of the DAG's parent.
 
 Called by ``spark_apps/run_model_sweep.py`` (the ``spark-submit`` entry point): expands
-the Params into points (``models.sweep``), measures the scheduling model's per-task
+the Params into points (``models.model_sweep``), measures the scheduling model's per-task
 costs by running each WordCount task on Spark once (``spark.task_costs``) unless given,
 runs every point as one Spark task, logs one child per (strategy, parameter point), and
 writes the summary table (CSV) and the model's figure (PNG) to ``.local/results``.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from balancebench import tracking
 from balancebench.models import get_model
-from balancebench.models.sweep import (
+from balancebench.models.model_sweep import (
     log_sweep,
     model_points,
     run_points_on_spark,

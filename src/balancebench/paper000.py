@@ -252,8 +252,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from balancebench.compare import strategy_color, strategy_order
-    from balancebench.plotting import spread_offsets
+    from balancebench.plotting import spread_offsets, strategy_color, strategy_order
 
     out_dir.mkdir(parents=True, exist_ok=True)
     table = figure_table(cells, fig)

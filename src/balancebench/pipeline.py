@@ -26,8 +26,12 @@ from balancebench.compare import (
     winners,
 )
 from balancebench.experiment import APPLICATION_TAG, RunSpec
+from balancebench.experiment_params import (
+    applicable_params,
+    validate_dataset_params,
+    validate_params,
+)
 from balancebench.generators import generate, generator_params
-from balancebench.params import applicable_params, validate_dataset_params, validate_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
 
@@ -266,7 +270,7 @@ def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[flo
 def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the sweep Params, write (or reuse) the model's dataset, open the parent run."""
     from balancebench.models import get_model
-    from balancebench.models.sweep import grid_points, sweep_params, validate_model_params
+    from balancebench.models.model_sweep import grid_points, sweep_params, validate_model_params
 
     p = validate_model_params(params)
     dataset = get_model(p["model"]).dataset
@@ -307,7 +311,7 @@ def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         text = f"{len(finished)} of {expected} (strategy, point) runs finished"
         tracking.end_run(parent, "FAILED", text)
         return False, text
-    from balancebench.models.sweep import REPETITION_SUFFIXES
+    from balancebench.models.model_sweep import REPETITION_SUFFIXES
 
     cols = ["tags.mlflow.runName"] + sorted(
         c
@@ -323,7 +327,7 @@ def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
 
 CELL_TAG, SWEEP_TAG, CELL_KEY_TAG = (
     "balancebench.cell",
-    "balancebench.sweep",
+    "balancebench.sweep_grid",
     "balancebench.cell_key",
 )
 
@@ -332,7 +336,7 @@ CELL_TAG, SWEEP_TAG, CELL_KEY_TAG = (
 def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the sweep, write (or reuse) one dataset per (dataset, zipf_s) of the grid and
     open the sweep's MLflow parent run (role ``sweep``)."""
-    from balancebench.sweep import cell_params, cells, validate_sweep_params
+    from balancebench.sweep_grid import cell_params, cells, validate_sweep_params
 
     p = validate_sweep_params(params)
     found = cells(p["grid"])
@@ -429,7 +433,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     import json
 
     from balancebench.experiment import rotated_rounds
-    from balancebench.sweep import application_label, cell_params, cells
+    from balancebench.sweep_grid import application_label, cell_params, cells
 
     p, parent = generated["params"], generated["parent_run_id"]
     mlflow = tracking._mlflow()
@@ -571,7 +575,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         write_report,
     )
     from balancebench.stats import repetition_stats
-    from balancebench.sweep import cells
+    from balancebench.sweep_grid import cells
 
     p, parent = generated["params"], generated["parent_run_id"]
     mlflow = tracking._mlflow()

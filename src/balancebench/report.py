@@ -1,7 +1,7 @@
 """The report page of a sweep: one self-contained HTML file (figures embedded as PNG).
 
 Per workload and node count (and tolerance, when the grid varies it), each timed headline
-figure against skew, one line per strategy (its one colour, ``compare.strategy_color``):
+figure against skew, one line per strategy (its one colour, ``plotting.strategy_color``):
 the mean over the repetitions with its bootstrap 95% confidence interval drawn as error
 bars. Under each figure, its good direction and, per compared group of cells (same
 workload, skew, node count and tolerance), the winner only where the data supports one
@@ -26,7 +26,8 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from balancebench.compare import headline_metrics, logged_name, strategy_color, strategy_order
+from balancebench.compare import headline_metrics, logged_name
+from balancebench.plotting import strategy_color, strategy_order
 from balancebench.regression import HIGHER, TIMED, Verdict
 
 #: Fewer finished repetitions than this in a compared cell: no winner is named.

@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from balancebench.experiment_params import WORKLOAD_ONLY
 from balancebench.generators import get_generator, load_manifest, read_table
 from balancebench.generators.common import poisson_times, write_atomically
-from balancebench.params import WORKLOAD_ONLY
 from balancebench.paths import local_dir
 from balancebench.workloads import check_dataset, get_workload
 

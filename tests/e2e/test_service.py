@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from balancebench import tracking
-from balancebench.sweep import DEFAULT_GRID
+from balancebench.sweep_grid import DEFAULT_GRID
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 
 # Sweeps of one spark-submit (two runs) each, a manual run and a sweep typed in the form:

@@ -13,9 +13,9 @@ import subprocess
 import pytest
 
 from balancebench.experiment import RunSpec, rotated_rounds
+from balancebench.experiment_params import validate_params
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
-from balancebench.params import validate_params
 from balancebench.paths import datasets_dir
 from tests.e2e.conftest import BIN, ROOT, TINY, deterministic_outputs
 

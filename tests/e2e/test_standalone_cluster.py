@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import pytest
 
 from balancebench.experiment import RunSpec
+from balancebench.experiment_params import validate_params
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
-from balancebench.params import validate_params
 from balancebench.paths import datasets_dir, local_dir
 from tests.e2e.conftest import (
     BIN,

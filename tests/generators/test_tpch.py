@@ -272,7 +272,7 @@ def test_string_columns_are_readable(dataset: tuple[Path, Manifest]) -> None:
 def test_s_first_arrival_keeps_the_tuples_and_times_and_puts_every_supplier_first(
     dataset: tuple[Path, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from balancebench.params import validate_params
+    from balancebench.experiment_params import validate_params
     from balancebench.streams import build_stream
 
     monkeypatch.setenv("BALANCEBENCH_LOCAL", str(tmp_path))

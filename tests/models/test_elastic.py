@@ -26,7 +26,7 @@ from balancebench.models.elastic import (
     step_bucket_shares,
     window_protocol_times,
 )
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 from balancebench.strategies.balanceload import balance_load
 
 MODEL = ElasticModel()

@@ -8,7 +8,7 @@ import pytest
 
 from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
-from balancebench.models.sweep import (
+from balancebench.models.model_sweep import (
     MODEL_EXPERIMENT_PARAMS,
     grid_points,
     log_sweep,
@@ -112,7 +112,7 @@ def test_log_sweep_writes_one_child_per_strategy_and_point(tmp_path):
 
 @pytest.mark.slow
 def test_points_run_as_spark_tasks_give_the_local_results(spark):
-    from balancebench.models.sweep import run_points_on_spark
+    from balancebench.models.model_sweep import run_points_on_spark
 
     # Given a few points of two models
     points = model_points(validate_model_params({**SMALL, "repetitions": 2}), None)

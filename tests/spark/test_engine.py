@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from balancebench.generators import generate
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.paths import datasets_dir
-from balancebench.routing import RoutingTable
+from balancebench.routing_table import RoutingTable
 from balancebench.spark.engine import (
     Engine,
     EngineConfig,

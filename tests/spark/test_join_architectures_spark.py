@@ -12,14 +12,14 @@ from pyspark.sql import functions as F
 
 from balancebench.generators import generate
 from balancebench.paths import datasets_dir
-from balancebench.spark.engine import Engine, EngineConfig, load_replay, release_replay
-from balancebench.spark.join_architectures import (
+from balancebench.spark.architecture_routers import (
     BiStreamRouter,
     DynamicRouter,
     bi_rows,
     dynamic_rows,
     regrid_state,
 )
+from balancebench.spark.engine import Engine, EngineConfig, load_replay, release_replay
 from balancebench.spark.routers import BATCH_COLUMNS, BOTH, PROBE, STORE, RouteContext
 from balancebench.spark.runners import make_router
 from balancebench.strategies import get_strategy
@@ -265,7 +265,7 @@ def _numpy_pairs(placement, ids: np.ndarray) -> set[tuple[int, int]]:
 
 
 def test_paper001_placement_equals_numpy_and_operator_parallel_adds_an_exchange(spark):
-    from balancebench.spark.routing import partition_by_node
+    from balancebench.spark.placement import partition_by_node
 
     rng = np.random.default_rng(12)
     pdf = _batch(rng, 2000)

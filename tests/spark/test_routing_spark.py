@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from balancebench.hashing import fraction_units, home_nodes, murmur3_hash_long
-from balancebench.routing import RoutingTable
-from balancebench.spark.routing import (
+from balancebench.routing_table import RoutingTable
+from balancebench.spark.placement import (
     fraction_unit,
     home_node,
     partition_by_node,
@@ -68,7 +68,7 @@ def test_partition_i_holds_node_i(spark):
 
 
 def test_bucket_map_routing_equals_numpy(spark):
-    from balancebench.routing import BucketMap
+    from balancebench.routing_table import BucketMap
 
     rng = np.random.default_rng(5)
     owner = rng.integers(0, 7, 300).astype(np.int32)
@@ -81,8 +81,8 @@ def test_bucket_map_routing_equals_numpy(spark):
 
 
 def test_per_tuple_routing_in_spark_equals_the_library(spark):
+    from balancebench.spark.placement import partition_by_node
     from balancebench.spark.routers import PerTupleRouter, RouteContext
-    from balancebench.spark.routing import partition_by_node
     from balancebench.strategies import get_strategy
 
     # Given a Zipf stream laid out over 3 sender partitions (tuple i at sender i mod 3,

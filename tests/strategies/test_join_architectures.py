@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.params import EXPERIMENT_PARAMS, validate_params
+from balancebench.experiment_params import EXPERIMENT_PARAMS, validate_params
 from balancebench.strategies import STRATEGIES, get_strategy
 from balancebench.strategies.join_architectures import (
     BiStream,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
-from balancebench.routing import RoutingTable
+from balancebench.routing_table import RoutingTable
 from balancebench.strategies import STRATEGIES, get_strategy
 
 PLANNERS = ["qmmp", "mnrt"]

@@ -12,8 +12,8 @@ from typing import Any
 from balancebench.generators.common import Generator, Manifest, load_manifest, read_table
 from balancebench.generators.onoff import OnOffSources
 from balancebench.generators.packets import PacketTraffic
-from balancebench.generators.params import SHARED_DATASET_PARAMS
 from balancebench.generators.phone_stream import PhoneStream
+from balancebench.generators.shared_params import SHARED_DATASET_PARAMS
 from balancebench.generators.tasks import HeterogeneousTasks
 from balancebench.generators.topic_stream import TopicStream
 from balancebench.generators.tpch import TpchGenerator

@@ -26,7 +26,7 @@ starts at 0, non-decreasing), ``key`` (int64). Table ``keys``: ``key`` (int64),
   the content (a different file fails).
 
 Bad input fails before any table is written, with a ``ValueError`` naming the Param,
-and all of it at the door: ``check`` (which ``balancebench.params.check_inputs`` calls
+and all of it at the door: ``check`` (which ``balancebench.experiment_params.check_inputs`` calls
 before a DAG run starts) refuses a missing, empty or unreadable path; anything but a
 regular file (a directory, FIFO, device) and pseudo-files under ``/proc``, ``/sys`` and
 ``/dev`` (their size is not their content); an unknown extension; content that is not

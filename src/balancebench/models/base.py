@@ -10,7 +10,7 @@ the model's ``strategies`` are its keys).
 
 A model experiment is a grid of :class:`ModelPoint` s — (strategy, parameter point,
 repetition) — and :meth:`Model.run` turns one point into a :class:`ModelResult`. The
-sweep runner (``balancebench.models.sweep``) runs every point as one Spark task, so a
+sweep runner (``balancebench.models.model_sweep``) runs every point as one Spark task, so a
 nightly sweep scales out on a cluster, and logs one MLflow child per (strategy,
 parameter point) with the same schema as the Spark workloads.
 

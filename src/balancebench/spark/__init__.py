@@ -1,5 +1,8 @@
 """Spark execution: routing, the per-node operators and task metrics.
 
-Strategies never import this package; it imports them. Routing is Spark SQL only (no
-Python UDF): the same Murmur3 decisions as ``balancebench.routing``, evaluated by the JVM.
+Strategies never import this package; it imports them. Routing is Spark SQL where a
+strategy's decision is a function of the key (the same Murmur3 decisions as
+``balancebench.routing_table``, evaluated by the JVM); per-tuple routers (pkg, dchoices,
+wchoices), whose decisions depend on each sender's earlier tuples, run their compiled
+loop in a Python worker (``applyInArrow``), timed and charged as routing work.
 """

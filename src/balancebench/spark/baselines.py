@@ -3,7 +3,7 @@
 Each baseline replays the same micro-batches as the engine (``engine.load_replay``),
 answers with the same meaning (aggregation: the window's ``(key, count)`` table after
 each batch; join: the batch's new pairs ``(r_id, s_id)``), is checked by the same oracle
-(``oracle.check_batch``) and reports the same :class:`~balancebench.spark.engine.BatchResult`
+(``oracle.check_batch``) and reports the same :class:`~balancebench.spark.loop.BatchResult`
 per batch, through the same loop (``spark.loop``) and cost model. ``routing_table_entries``
 and ``migrated_tuples`` are 0 and ``plan`` is None: Spark places the data itself.
 

@@ -6,7 +6,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   ``n_batches`` equal event-time micro-batches (``replay.batch_index``), laid out over
   the senders (partition ``s`` = sender ``s``'s tuples in arrival order, ``load_replay``).
 - **Nodes.** A node is one Spark partition of the stateful stage: rows are placed with
-  ``routing.partition_by_node`` so partition ``i`` holds exactly node ``i``'s rows (a
+  ``placement.partition_by_node`` so partition ``i`` holds exactly node ``i``'s rows (a
   per-node surrogate value whose Murmur3 hash lands in partition ``i``), and every
   later per-node computation reads that partitioning without another shuffle.
 - **One job per batch.** The strategy's :class:`~balancebench.spark.routers.SparkRouter`
@@ -108,6 +108,7 @@ from balancebench.spark.loop import (
     release_replay,
 )
 from balancebench.spark.oracle import check_batch
+from balancebench.spark.placement import home_node, partition_by_node
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BOTH,
@@ -121,7 +122,6 @@ from balancebench.spark.routers import (
     RouteContext,
     SparkRouter,
 )
-from balancebench.spark.routing import home_node, partition_by_node
 from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
 from balancebench.workloads import AGGREGATE, BAND_JOIN, Workload
 

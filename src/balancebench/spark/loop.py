@@ -3,10 +3,11 @@ Spark-native baselines), so every strategy is measured and charged the same way.
 
 A runner subclasses :class:`MicroBatchLoop` and implements :meth:`MicroBatchLoop.batch`:
 run batch ``b`` in Spark jobs, each under a job group named by :meth:`group`, and
-return a :class:`BatchResult`. The loop owns everything around it: the Spark SQL
-settings for the run (set, then restored), the phase clock (driver wall per phase,
-where the harness's time goes), the oracle check, the callback, and the failure on a
-mismatch. Every runner's results become the cost model's input in one place
+return a :class:`BatchResult`, with the oracle's verdict on the batch's answer
+(``oracle.check_batch``, which the runner calls: only it holds the answer). The loop owns
+everything around it: the Spark SQL settings for the run (set, then restored), the phase
+clock (driver wall per phase, where the harness's time goes), the callback, and the
+failure on a mismatch. Every runner's results become the cost model's input in one place
 (``BatchResult.costs``) and are charged by one function (``balancebench.metrics.clock``).
 """
 

@@ -10,7 +10,7 @@ batch (:class:`Reassignment`).
 
 Key-level strategies (paper 000 Algorithm 1, :class:`KeyLevelRouter`):
 
-- storage routing ONE: ``routing.with_storage_node`` (home ``F(k)``, or one part of
+- storage routing ONE: ``placement.with_storage_node`` (home ``F(k)``, or one part of
   ``Y(k)`` chosen by the tuple-id hash, or the bucket owner for a bucket map);
 - operator routing ALL (equi-join): every node of ``Y(k)`` **and every node that holds
   state of ``k``** (the same set, except when a plan left a key's older state on a node
@@ -47,8 +47,8 @@ from pyspark.sql import functions as F
 
 from balancebench.hashing import FRACTION_UNITS, home_nodes
 from balancebench.loads import KeyLoads
-from balancebench.routing import BucketMap, RoutingTable
-from balancebench.spark.routing import (
+from balancebench.routing_table import BucketMap, RoutingTable
+from balancebench.spark.placement import (
     bucket_owner,
     home_node,
     partition_by_node,
@@ -594,7 +594,7 @@ class SenderReports(AccumulatorParam):
 
 class PerTupleRouter(SparkRouter):
     """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in arrival order
-    in a Python worker (``routing.with_per_tuple_node``, a ``mapInArrow`` over the batch's
+    in a Python worker (``placement.with_per_tuple_node``, a ``mapInArrow`` over the batch's
     sender partitions); aggregations only (the rows are the key and its node); no plan,
     no migration.
 

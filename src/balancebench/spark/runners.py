@@ -12,14 +12,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from balancebench.spark.baselines import AqeRunner, SaltingRunner, StreamingRunner
-from balancebench.spark.engine import Engine, EngineConfig
-from balancebench.spark.join_architectures import (
+from balancebench.spark.architecture_routers import (
     BiStreamRouter,
     DynamicRouter,
     OperatorSetRouter,
     QueryParallelRouter,
 )
+from balancebench.spark.baselines import AqeRunner, SaltingRunner, StreamingRunner
+from balancebench.spark.engine import Engine, EngineConfig
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
 from balancebench.strategies import Strategy, check_scale_out

@@ -1,4 +1,6 @@
-"""Key-level strategies, registered by name (see ``base.Strategy`` for the contract).
+"""Every strategy, registered by name (see ``base.Strategy`` for the contract): the
+key-level planners and per-tuple routers, the join architectures (Dynamic, BiStream),
+the operator-set joins and Spark's own baselines.
 
 >>> strategy = get_strategy("mnrt", n_nodes=8)
 >>> plan = strategy.plan(loads, n_nodes=8, tolerance=0.05)      # doctest: +SKIP

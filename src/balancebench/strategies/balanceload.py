@@ -1,7 +1,7 @@
 """``balanceload``: greedy bucket rebalancing over a bucket map proxy (paper 001, §4).
 
 Keys hash into ``B`` buckets (``b = H(k) mod B``); the bucket map proxy
-(``routing.BucketMap``) names the node owning each bucket. BalanceLoad: sort the nodes
+(``routing_table.BucketMap``) names the node owning each bucket. BalanceLoad: sort the nodes
 by load and the buckets of the most loaded node by rate ``T_b``; move the
 highest-rate bucket of the most loaded node to the least loaded node; repeat until the
 improvement of the standard deviation of node load falls below ``min_improvement``
@@ -28,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from balancebench.loads import KeyLoads
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 from balancebench.strategies.base import Delta, PlanView, Strategy
 
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from balancebench.loads import KeyLoads, imbalance
-from balancebench.routing import RoutingTable, segment_starts
+from balancebench.routing_table import RoutingTable, segment_starts
 
 #: Operators a strategy can serve; a workload checks this before any run.
 OPERATORS = ("aggregate", "equi_join", "band_join")

@@ -79,7 +79,7 @@ near-equal share of the ``N`` nodes from the start.
 
 The library part here is pure numpy: layouts, the store and probe nodes of tuples
 (``(index, node)`` pairs, one per copy) and the Params. The Spark router
-(``balancebench.spark.join_architectures``) builds the same placement as SQL expressions.
+(``balancebench.spark.architecture_routers``) builds the same placement as SQL expressions.
 """
 
 from __future__ import annotations

@@ -85,7 +85,11 @@ network), ``strategies`` (one class per strategy, registered in ``STRATEGIES``),
 from __future__ import annotations
 
 from balancebench.models.backpressure.model import BackpressureModel
-from balancebench.models.backpressure.network import DATA_SOURCE_PAUSES, SERVICE_DISTRIBUTIONS
+from balancebench.models.backpressure.network import (
+    DATA_SOURCE_PAUSES,
+    SERVICE_DISTRIBUTIONS,
+    Strategy,
+)
 from balancebench.models.backpressure.packets import (
     PACKET_COLUMNS,
     SYNTHETIC_TRAFFIC,
@@ -113,7 +117,7 @@ from balancebench.models.backpressure.rules import (
     record_segment,
     released_nodes,
 )
-from balancebench.models.backpressure.strategies import STRATEGIES, Strategy
+from balancebench.models.backpressure.strategies import STRATEGIES
 
 __all__ = [
     "ALPHA_BETA_GRID",

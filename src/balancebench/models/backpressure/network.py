@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -25,9 +25,6 @@ from balancebench.models.backpressure.rules import (
     exclusive_slots,
     record_segment,
 )
-
-if TYPE_CHECKING:
-    from balancebench.models.backpressure.strategies import Strategy
 
 SERVICE_DISTRIBUTIONS = ("deterministic", "exponential")
 DATA_SOURCE_PAUSES = ("shift", "catch_up")
@@ -103,6 +100,25 @@ class _Node:
             self.stopped = False
             for channel in self.inputs:
                 self.sim.signal(channel, stop=False, counted=False)
+
+
+class Strategy(Protocol):
+    """What the network asks of a strategy (``strategies.STRATEGIES``), and nothing else
+    depends on which strategy runs:
+
+    - ``flow_control(params)``: the flow control of the branch and sink inputs
+      (``STOP_RESUME`` or ``CREDIT``);
+    - ``timed_credit_rounds``: whether one credit-grant round is the strategy's decision
+      (timed into ``plan_time_ms``);
+    - ``start(net)``: start the strategy's own SimPy processes (after the consumers and
+      the credit loops)."""
+
+    name: ClassVar[str]
+    timed_credit_rounds: ClassVar[bool]
+
+    def flow_control(self, params: dict[str, Any]) -> str: ...
+
+    def start(self, net: Network) -> None: ...
 
 
 class Network:

@@ -1,25 +1,18 @@
 """Paper 003's two strategies, one class each, registered in ``STRATEGIES`` (name ->
-object; ``BackpressureModel.strategies`` is its keys).
-
-The network (``network.Network``) asks a strategy three things, and nothing else
-depends on which strategy runs:
-
-- ``flow_control(params)``: the flow control of the branch and sink inputs
-  (``STOP_RESUME`` or ``CREDIT``);
-- ``timed_credit_rounds``: whether one credit-grant round is the strategy's decision
-  (timed into ``plan_time_ms``);
-- ``start(net)``: start the strategy's own SimPy processes (after the consumers and the
-  credit loops).
+object; ``BackpressureModel.strategies`` is its keys). Each is a ``network.Strategy``:
+what the network asks of a strategy is declared there, beside the network, so this
+module imports the network and not the other way round.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import simpy
 
+from balancebench.models.backpressure.network import Network, Strategy
 from balancebench.models.backpressure.rules import (
     CREDIT,
     MIGRATION,
@@ -28,20 +21,6 @@ from balancebench.models.backpressure.rules import (
     migration_routes,
     released_nodes,
 )
-
-if TYPE_CHECKING:
-    from balancebench.models.backpressure.network import Network
-
-
-class Strategy(Protocol):
-    """What the network asks of a strategy (see the module docstring)."""
-
-    name: ClassVar[str]
-    timed_credit_rounds: ClassVar[bool]
-
-    def flow_control(self, params: dict[str, Any]) -> str: ...
-
-    def start(self, net: Network) -> None: ...
 
 
 class CreditStrategy:

@@ -16,7 +16,7 @@ What this model is
 A **time-stepped** model at the statistics period ``period_s``, driven by the
 ``phone_stream`` dataset (table ``events``; only ``tuple_id`` and ``key`` are read):
 
-- keys go to ``B`` buckets with ``routing.BucketMap`` (Spark-identical Murmur3,
+- keys go to ``B`` buckets with ``routing_table.BucketMap`` (Spark-identical Murmur3,
   ``b = H(k) mod B``); the initial map deals buckets round robin (``b mod n``);
 - **[interpreted]** the stream is iid within a schedule step (that is how the generator
   draws it), so each step's bucket shares are estimated from *all* its tuples; period

@@ -10,7 +10,7 @@ import numpy as np
 
 from balancebench.generators.common import load_manifest, read_table
 from balancebench.generators.phone_stream import schedule, step_of
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 
 #: Paper 001 §5: 10,000 distinct phone numbers.
 PHONE_KEYS = 10_000

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.models.elastic.rules import PROTOCOLS, state_transfer_s
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 
 _TICKS_PER_S = 1_000_000
 _FAR = 1 << 62

@@ -20,7 +20,7 @@ from balancebench.models.elastic.rules import (
     window_protocol_times,
 )
 from balancebench.models.elastic.strategies import STRATEGIES, ElasticStrategy
-from balancebench.routing import BucketMap
+from balancebench.routing_table import BucketMap
 from balancebench.strategies.balanceload import balance_load
 
 #: BalanceLoad's move budget per call (the paper has none; this only guards a loop).

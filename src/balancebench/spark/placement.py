@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
-from balancebench.routing import BUCKET_SALT, BucketMap, RoutingTable
+from balancebench.routing_table import BUCKET_SALT, BucketMap, RoutingTable
 
 
 def _col(column: str | Column) -> Column:

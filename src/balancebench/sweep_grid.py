@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any, Final
 
+from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section, validate_params
 from balancebench.generators import DATASET_PARAMS
 from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
-from balancebench.params import EXPERIMENT_PARAMS, param_section, validate_params
 from balancebench.regression import TIMED
 from balancebench.schema import check_grid_size, check_values, spec_defaults
 from balancebench.stats import repetition_stats

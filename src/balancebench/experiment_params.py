@@ -87,8 +87,8 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": 2.0,
         "title": "Most hours a run may take",
         "description": "A run whose estimated time on this machine (strategies x batches x "
-        "tuples, see balancebench.params.estimate_run_s) is above this is refused before it "
-        "starts, with the estimate. Raise it for a long run on purpose.",
+        "tuples, see balancebench.experiment_params.estimate_run_s) is above this is "
+        "refused before it starts, with the estimate. Raise it for a long run on purpose.",
     },
     "warmup_batches": {
         "type": "integer",
