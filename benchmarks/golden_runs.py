@@ -33,8 +33,9 @@ TIMED_MODEL_METRICS = ("plan_time", "wall", "_per_wall_s")
 
 
 def _workload_runs(spark: Any) -> dict[str, Any]:
-    from balancebench.experiment import LoadedCell
     from balancebench.params import validate_params
+
+    from balancebench.experiment import LoadedCell
 
     out: dict[str, Any] = {}
     for workload, strategies in RUNS:
@@ -79,7 +80,11 @@ def _workload_runs(spark: Any) -> dict[str, Any]:
 
 
 def _model_runs() -> dict[str, Any]:
-    from balancebench.models.model_sweep import model_points, run_points_local, validate_model_params
+    from balancebench.models.model_sweep import (
+        model_points,
+        run_points_local,
+        validate_model_params,
+    )
 
     params = validate_model_params({"model": "backpressure", "seed": SEED, "repetitions": 1})
     out = {}

@@ -37,7 +37,7 @@ def main() -> None:
         if latest is None:
             sys.exit(f"experiment: no sweep in {args.experiment!r}; run balancebench sweep")
         sweep = latest["run_id"]
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     later: dict[str, list[float]] = {p: [] for p in [*PHASES, "charged", "harness", "wall"]}
     first, n_runs = [], 0
     for _, cell in tracking.child_runs(sweep).iterrows():

@@ -168,7 +168,7 @@ def _left_behind(root: Path) -> tuple[set[str], int]:
 
     datasets = root / "datasets"
     files = {str(p.relative_to(root)) for p in datasets.rglob("*")} if datasets.exists() else set()
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     experiments = [e.experiment_id for e in mlflow.search_experiments()]
     runs = len(mlflow.search_runs(experiments)) if experiments else 0
     return files, runs

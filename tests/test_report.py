@@ -245,7 +245,7 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
             "regression_metrics": [MAKESPAN],
         }
     )
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     experiment = tracking.ensure_experiment("report-history")
     label = "topk · hash · s=1 · N=4"
 

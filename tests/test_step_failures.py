@@ -32,7 +32,7 @@ def test_a_failing_validate_step_closes_its_parent_failed_with_the_cause(local_s
     generated = {**_open_parent("manual__validate"), "dataset_dir": str(tmp_path)}
     with pytest.raises(ValueError, match="not a dataset manifest"):
         pipeline.validate_step(generated)
-    run = tracking._mlflow().get_run(generated["parent_run_id"])
+    run = tracking.store().get_run(generated["parent_run_id"])
     assert run.info.status == "FAILED"
     cause = run.data.tags[tracking.FAILURE_TAG]
     assert cause.startswith("ValueError: dataset_dir: manifest.json in")
@@ -44,7 +44,7 @@ def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
     same path a full disk takes: an OSError turned into one line)."""
     generated = _open_parent("manual__compare")
     other = _open_parent("manual__other")  # another DAG run's parent: left alone
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     child = client.create_run(
         client.get_run(generated["parent_run_id"]).info.experiment_id,
         tags={"mlflow.parentRunId": generated["parent_run_id"]},
@@ -57,10 +57,10 @@ def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
     with pytest.raises(OSError) as raised:
         pipeline.compare_step(generated)
     assert raised.value.errno in (errno.EEXIST, errno.ENOTDIR)
-    run = tracking._mlflow().get_run(generated["parent_run_id"])
+    run = tracking.store().get_run(generated["parent_run_id"])
     assert run.info.status == "FAILED"
     assert generated["parent_run_id"] in run.data.tags[tracking.FAILURE_TAG]
-    assert tracking._mlflow().get_run(other["parent_run_id"]).info.status == "RUNNING"
+    assert tracking.store().get_run(other["parent_run_id"]).info.status == "RUNNING"
 
 
 def test_failure_cause_is_one_short_escaped_line():
@@ -95,7 +95,7 @@ def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
     spark_run.MlflowRunsListener().on_dag_run_failed(
         dag_run=dag_run, msg="Dag Run's state was manually set to `failed`."
     )
-    run = tracking._mlflow().get_run(stopped["parent_run_id"])
+    run = tracking.store().get_run(stopped["parent_run_id"])
     assert run.info.status == "KILLED"
     assert "manually set to `failed`" in run.data.tags["balancebench.killed_reason"]
-    assert tracking._mlflow().get_run(other["parent_run_id"]).info.status == "RUNNING"
+    assert tracking.store().get_run(other["parent_run_id"]).info.status == "RUNNING"

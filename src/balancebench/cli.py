@@ -51,14 +51,20 @@ SWEEP_DAG_ID = "nightly_sweep"
 _DEFAULTS = defaults()
 
 
-def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+def _command(
+    *args: Any, opens_store: bool = False, **kwargs: Any
+) -> Callable[[Callable[..., Any]], Any]:
     """``app.command`` whose storage faults (full disk, read-only ``.local``, a file where
-    a folder should be) end in one line naming the path, exit 1, no traceback."""
+    a folder should be) end in one line naming the path, exit 1, no traceback.
+    ``opens_store``: the command opens the MLflow store, so it first closes what dead
+    commands left behind (``tracking.reap_orphans``)."""
 
     def register(fn: Callable[..., Any]) -> Any:
         @functools.wraps(fn)
         def guarded(*a: Any, **k: Any) -> Any:
             try:
+                if opens_store:
+                    tracking.reap_orphans()
                 return fn(*a, **k)
             except OSError as exc:
                 line = storage_error(exc)
@@ -103,7 +109,14 @@ def _airflow(
         # If this command is SIGKILLed, its watchdog (own session) stops the group and
         # closes the runs at once; it ends with this command otherwise.
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "balancebench.reaper", str(os.getpid()), str(group_file)],
+            [
+                sys.executable,
+                "-m",
+                "balancebench.reaper",
+                str(os.getpid()),
+                str(group_file),
+                tracking.tracking_uri(),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,
@@ -154,7 +167,7 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
     # Also the runs that ended FAILED since the signal: Airflow fails the task it
     # terminates, and the closing task may then close the parent FAILED.
     closed = reaper.close_runs_of_owner(
-        tracking._mlflow(),
+        tracking.store(),
         os.getpid(),
         f"stopped by {name} to balancebench (pid {os.getpid()})",
         ended_since_ms=signalled_ms,
@@ -224,7 +237,7 @@ def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int
         # A step that failed before it could close its runs: close them with the cause.
         with contextlib.suppress(Exception):  # the store itself may be what failed
             reaper.close_runs_of_owner(
-                tracking._mlflow(), os.getpid(), _first_error(log), status="FAILED"
+                tracking.store(), os.getpid(), _first_error(log), status="FAILED"
             )
     return code, log, invocation
 
@@ -235,7 +248,7 @@ def airflow(ctx: typer.Context) -> None:
     raise typer.Exit(_airflow(list(ctx.args)))
 
 
-@_command()
+@_command(opens_store=True)
 def run(
     conf: str = typer.Option("{}", help="DAG Params as JSON, e.g. '{\"zipf_s\": 1.2}'"),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
@@ -288,7 +301,7 @@ def _failed(headline: str, what: str, log: Path) -> NoReturn:
     raise typer.Exit(1)
 
 
-@_command()
+@_command(opens_store=True)
 def figure(
     key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b, 7 or 8"),
     conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
@@ -299,7 +312,7 @@ def figure(
     _run_sweep({**parse_json_object(conf, "CONF"), "figure": key}, spark_master, f"figure {key}")
 
 
-@_command()
+@_command(opens_store=True)
 def sweep(
     conf: str = typer.Option(
         "{}", help='sweep Params as JSON, e.g. \'{"grid_zipf_s": "1.0", "repetitions": 3}\''
@@ -319,7 +332,7 @@ def _run_sweep(values: dict, spark_master: str | None, what: str) -> None:
     code, log, invocation = _dags_test(SWEEP_DAG_ID, params, spark_master)
     parent = _own_parent(params["experiment"], invocation, "sweep", log)
     shown = _sweep_report(parent) if parent else False
-    drawn = tracking._mlflow().get_run(parent).data.tags.get("figure_path") if parent else None
+    drawn = tracking.store().get_run(parent).data.tags.get("figure_path") if parent else None
     if drawn:
         print(f"paper figure: {drawn} (table: {Path(drawn).with_suffix('.csv')})")
     wanted_figure = params.get("figure", NO_FIGURE) != NO_FIGURE
@@ -363,7 +376,7 @@ def _sweep_report(sweep: str) -> bool:
     from balancebench.paths import reports_dir
 
     try:
-        run = tracking._mlflow().get_run(sweep)
+        run = tracking.store().get_run(sweep)
     except Exception as exc:  # MLflow raises its own exception type for an unknown id
         console.print(f"[red]sweep: no run {escape(sweep)!r}[/red] in {tracking.tracking_uri()}")
         raise typer.Exit(2) from exc
@@ -379,7 +392,7 @@ def _sweep_report(sweep: str) -> bool:
     return run.info.status == "FINISHED" and page.exists()
 
 
-@_command()
+@_command(opens_store=True)
 def report(
     experiment: str = typer.Option("balancebench", help="MLflow experiment"),
     parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
@@ -397,7 +410,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     calling the ``report`` command from Python would pass typer's option objects for
     every argument left out."""
     if parent is None:
-        if tracking._mlflow().get_experiment_by_name(experiment) is None:
+        if tracking.store().get_experiment_by_name(experiment) is None:
             console.print(
                 f"[red]experiment: no experiment {escape(quoted(experiment))}[/red] in "
                 f"{tracking.tracking_uri()}",
@@ -410,7 +423,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
             raise typer.Exit(1)
         parent = latest["run_id"]
     try:
-        parent_run = tracking._mlflow().get_run(parent)
+        parent_run = tracking.store().get_run(parent)
     except Exception as exc:  # MLflow raises its own exception type for an unknown id
         console.print(f"[red]parent: no run {escape(parent)!r}[/red] in {tracking.tracking_uri()}")
         raise typer.Exit(2) from exc
@@ -562,7 +575,7 @@ def models() -> None:
     console.print(table)
 
 
-@_command("run-model")
+@_command("run-model", opens_store=True)
 def run_model(
     conf: str = typer.Option("{}", help='Params as JSON, e.g. \'{"model": "overlay"}\''),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
@@ -577,7 +590,7 @@ def run_model(
     parent = _own_parent(params["experiment"], invocation, "parent", log)
     if parent is None:
         _failed("DAG run failed", "no parent run was opened", log)
-    parent_run = tracking._mlflow().get_run(parent)
+    parent_run = tracking.store().get_run(parent)
     status = parent_run.info.status
     summary = results_dir() / parent / "model_summary.csv"
     if summary.exists():

@@ -239,7 +239,7 @@ def execute(
     router = getattr(runner, "router", None)
     if on_batch is not None and isinstance(router, ArchitectureRouter):
         # What a join architecture actually used (grid shape, groups, subgroups).
-        tracking._mlflow().log_dict(router.info(), "layout.json")
+        tracking.store().log_dict(router.info(), "layout.json")
     return batches
 
 
@@ -414,8 +414,8 @@ APPLICATION_TAG = "balancebench.application"
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
     """A measured batch: its series to MLflow and one progress line to the task log."""
     series = batch_metrics(result, bandwidth_mb_per_s)
-    tracking._mlflow().log_metrics(
-        {BATCH_PREFIX + name: value for name, value in series.items()}, step=result.batch
+    tracking.log_batch_metrics(
+        {BATCH_PREFIX + name: value for name, value in series.items()}, result.batch
     )
     print(
         f"{PROGRESS} {label}: batch {result.batch + 1} of {n_batches} checked by the oracle; "
@@ -502,7 +502,8 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
     from balancebench.spark.session import get_session
 
     setup_started = time.perf_counter()
-    mlflow = tracking._mlflow()
+    tracking.reap_orphans()  # an entry point (spark-submit): before opening runs
+    mlflow = tracking.store()
     name = specs[0].strategy if len(specs) == 1 else f"{len(specs)} runs"
     spark = get_session(f"balancebench-{'-'.join(workloads)}-{name}", master=master)
     sc = spark.sparkContext

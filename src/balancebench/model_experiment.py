@@ -60,6 +60,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     from balancebench.spark.session import get_session
 
     started = time.perf_counter()
+    tracking.reap_orphans()  # an entry point (spark-submit): before opening runs
     spark = get_session(f"balancebench-model-{model.name}", master=master)
     sc = spark.sparkContext
     measured: dict[str, Any] = {}
@@ -91,7 +92,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     )
     png = sweep_figure(model.name, results, out / f"{model.name}.png", caption)
     if spec.parent_run_id:
-        client = tracking._mlflow().MlflowClient()
+        client = tracking.client()
         client.log_artifact(spec.parent_run_id, str(csv))
         client.log_artifact(spec.parent_run_id, str(png))
         if measured:

@@ -39,15 +39,17 @@ Step = TypeVar("Step", bound=Callable[..., Any])
 
 
 def ends_runs_on_failure(step: Step) -> Step:
-    """A step that raises closes the runs of its DAG run that are still RUNNING as
-    FAILED, with the first line of the real cause, then re-raises: no run is left
-    RUNNING for the next command to close with a guessed reason. The DAG run is
-    ``(dag_id, run_id)`` from the step's arguments (a generate step) or from the
-    ``generated`` dict it receives."""
+    """A DAG task's step: an entry point, so it first closes what dead commands left
+    behind (``tracking.reap_orphans``). A step that raises closes the runs of its DAG run
+    that are still RUNNING as FAILED, with the first line of the real cause, then
+    re-raises: no run is left RUNNING for the next command to close with a guessed
+    reason. The DAG run is ``(dag_id, run_id)`` from the step's arguments (a generate
+    step) or from the ``generated`` dict it receives."""
 
     @functools.wraps(step)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
+            tracking.reap_orphans()
             return step(*args, **kwargs)
         except Exception as exc:
             found = [a for a in args if isinstance(a, dict) and "run_id" in a]
@@ -83,7 +85,7 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
         run_name=f"{name} ({run_id})",
         description=description,
     )
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     for name, value in tracking.dataset_metrics(manifest).items():
         client.log_metric(parent, name, value)
     return {
@@ -112,9 +114,7 @@ def _open_parent(
     parent = tracking.start_parent_run(
         p["experiment"], logged_params, dag_id, run_id, manifest.digest, run_name, description
     )
-    tracking._mlflow().MlflowClient().log_artifact(
-        parent, str(Path(dataset_dir) / "manifest.json"), "dataset"
-    )
+    tracking.client().log_artifact(parent, str(Path(dataset_dir) / "manifest.json"), "dataset")
     return Path(dataset_dir), manifest, parent
 
 
@@ -198,7 +198,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     child run (its Spark job failed); the parent is then closed as FAILED.
     """
     parent = generated["parent_run_id"]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     client = mlflow.MlflowClient()
     children = tracking.child_runs(parent)
     finished = children[children["status"] == "FINISHED"] if len(children) else children
@@ -275,7 +275,7 @@ def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
     p = validate_model_params(params)
     dataset = get_model(p["model"]).dataset
     dataset_dir, manifest, parent = _open_parent(dataset, p, sweep_params(p), dag_id, run_id)
-    tracking._mlflow().MlflowClient().set_tag(parent, "model", p["model"])
+    tracking.client().set_tag(parent, "model", p["model"])
     return {
         "dataset_dir": str(dataset_dir),
         "dataset_digest": manifest.digest,
@@ -403,13 +403,11 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
         report = validate_dataset(
             data["dir"], validation_dir() / f"{parent}-{name}.json", tolerance
         )
-        tracking._mlflow().MlflowClient().log_artifact(
-            parent, str(report.result_path), f"validation/{name}"
-        )
+        tracking.client().log_artifact(parent, str(report.result_path), f"validation/{name}")
         if not report.success:
             tracking.end_run(parent, "FAILED", f"dataset {key}: {report.message()}")
             return report
-    tracking._mlflow().MlflowClient().set_tag(parent, "validation", "passed")
+    tracking.client().set_tag(parent, "validation", "passed")
     assert report is not None
     return report
 
@@ -436,7 +434,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     from balancebench.sweep_grid import application_label, cell_params, cells
 
     p, parent = generated["params"], generated["parent_run_id"]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
     groups: dict[str, dict[str, Any]] = {}
@@ -542,7 +540,7 @@ def _repetition_spec(cell: RunSpec, rep: int, sweep: str, application: str) -> R
 
 def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
     """Finished repetition runs of the same cell key in earlier sweeps, oldest first."""
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     return mlflow.search_runs(
         experiment_ids=[experiment_id],
         filter_string=(
@@ -578,7 +576,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     from balancebench.sweep_grid import cells
 
     p, parent = generated["params"], generated["parent_run_id"]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
     cell_runs = tracking.child_runs(parent)

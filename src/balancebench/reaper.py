@@ -249,7 +249,7 @@ def stop_orphaned_groups(folder: Path) -> list[int]:
     return [pgid for path in found if (pgid := _stop_recorded_group(path)) is not None]
 
 
-def watch(owner_pid: int, group_record: Path) -> None:
+def watch(owner_pid: int, group_record: Path, tracking_uri: str) -> None:
     """The watchdog of one ``balancebench`` command (its own session, so a signal to the
     command's group does not reach it): block until the command's process ends; if it
     ended without dropping its group record (SIGKILL, a crash), stop the group it owned
@@ -271,10 +271,8 @@ def watch(owner_pid: int, group_record: Path) -> None:
     _stop_recorded_group(group_record)
     import mlflow
 
-    from balancebench import tracking
-
-    # Not tracking._mlflow(): its first call closes every orphan with the generic reason.
-    mlflow.set_tracking_uri(tracking.tracking_uri())
+    # The store's URI comes from the command (tracking imports this module, not back).
+    mlflow.set_tracking_uri(tracking_uri)
     close_runs_of_owner(
         mlflow,
         owner_pid,
@@ -285,7 +283,7 @@ def watch(owner_pid: int, group_record: Path) -> None:
     )
 
 
-if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECORD
+if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECORD URI
     import sys
 
-    watch(int(sys.argv[1]), Path(sys.argv[2]))
+    watch(int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])

@@ -64,32 +64,52 @@ def how_to_open(experiment_id: str, run_id: str) -> list[str]:
     return [f"MLflow UI:    {mlflow_ui_command()}", f"  then open   {link}"]
 
 
-_REAPED: set[str] = set()
-
-
-def _mlflow() -> Any:
+def store() -> Any:
+    """The ``mlflow`` module, pointed at this project's store (:func:`tracking_uri`). No
+    side effect: closing what dead commands left behind is :func:`reap_orphans`, which
+    the entry points call."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     import mlflow
 
-    uri = tracking_uri()
-    mlflow.set_tracking_uri(uri)
-    if uri not in _REAPED:
-        # The first time this process opens a store: close what dead owners left behind.
-        _REAPED.add(uri)
-        why = " ".join(Path(a).name for a in sys.argv[:2]) or "a command"
-        from balancebench.paths import datasets_dir
-
-        # First the processes a dead command left working, then what they left open.
-        reaper.stop_orphaned_groups(local_dir() / "logs")
-        reaper.close_orphaned_runs(mlflow, why)
-        reaper.remove_orphaned_folders(datasets_dir())
+    mlflow.set_tracking_uri(tracking_uri())
     return mlflow
+
+
+def client() -> Any:
+    """An ``MlflowClient`` on this project's store."""
+    return store().MlflowClient()
+
+
+_REAPED: set[str] = set()
+
+
+def reap_orphans(why: str | None = None) -> None:
+    """Close what dead owners left behind, once per process and store: first the process
+    groups a dead command left working, then the runs it left RUNNING (closed KILLED with
+    ``why``, by default this process's command line) and its half-written dataset
+    folders. Called by every entry point that opens runs or reads them for a user (a
+    ``balancebench`` command, a DAG step, a spark-submit application), before it does."""
+    uri = tracking_uri()
+    if uri in _REAPED:
+        return
+    _REAPED.add(uri)
+    from balancebench.paths import datasets_dir
+
+    why = why or " ".join(Path(a).name for a in sys.argv[:2]) or "a command"
+    reaper.stop_orphaned_groups(local_dir() / "logs")
+    reaper.close_orphaned_runs(store(), why)
+    reaper.remove_orphaned_folders(datasets_dir())
+
+
+def log_batch_metrics(series: dict[str, float], step: int) -> None:
+    """One measured batch's series on the active run, at ``step`` = the batch."""
+    store().log_metrics(series, step=step)
 
 
 def ensure_experiment(name: str) -> str:
     """Id of experiment ``name``, created with a local artifact location if missing."""
-    mlflow = _mlflow()
+    mlflow = store()
     existing = mlflow.get_experiment_by_name(name)
     if existing is not None:
         if existing.tags.get(KIND_TAG) != MODEL_TRAINING:  # one made before the tag
@@ -153,7 +173,7 @@ def log_params(
 ) -> None:
     """Log a run's Params (flattened, see ``flat_params``) and the code's ``git_commit``
     in one batch, with optional step-0 metrics."""
-    mlflow = _mlflow()
+    mlflow = store()
     client.log_batch(
         run_id,
         params=[
@@ -175,7 +195,7 @@ def start_parent_run(
     role: str = "parent",
 ) -> str:
     """Create (and leave open) the parent run of one DAG run; returns its id."""
-    mlflow = _mlflow()
+    mlflow = store()
     experiment_id = ensure_experiment(experiment)
     client = mlflow.MlflowClient()
     tags = {
@@ -202,7 +222,7 @@ def start_dataset_run(
 ) -> str:
     """An MLflow run (role ``dataset``) for one generated dataset; left open for the
     validation step. Logs the params, the manifest, rows per table and generation time."""
-    mlflow = _mlflow()
+    mlflow = store()
     client = mlflow.MlflowClient()
     run = client.create_run(
         ensure_experiment(experiment),
@@ -244,24 +264,24 @@ def dataset_metrics(manifest: Any) -> dict[str, float]:
 
 def log_validation(run_id: str, report: Any) -> None:
     """The full GX result (artifact), its outcome (tag) and counts (metrics) on a run."""
-    client = _mlflow().MlflowClient()
-    client.log_artifact(run_id, str(report.result_path), "validation")
-    client.set_tag(run_id, "validation", "passed" if report.success else "failed")
-    client.log_metric(run_id, "validation_expectations", float(report.evaluated))
-    client.log_metric(run_id, "validation_failed_expectations", float(len(report.failed)))
+    mlflow_client = client()
+    mlflow_client.log_artifact(run_id, str(report.result_path), "validation")
+    mlflow_client.set_tag(run_id, "validation", "passed" if report.success else "failed")
+    mlflow_client.log_metric(run_id, "validation_expectations", float(report.evaluated))
+    mlflow_client.log_metric(run_id, "validation_failed_expectations", float(len(report.failed)))
 
 
 def log_metric_definitions(run_id: str) -> None:
-    _mlflow().MlflowClient().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
+    client().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
 
 
 def end_run(run_id: str, status: str, note: str | None = None) -> None:
     """Close a run; ``note`` is added to its description."""
-    client = _mlflow().MlflowClient()
+    mlflow_client = client()
     if note:
-        before = client.get_run(run_id).data.tags.get(NOTE_TAG, "")
-        client.set_tag(run_id, NOTE_TAG, f"{before}\n\n{note}".strip())
-    client.set_terminated(run_id, status=status)
+        before = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "")
+        mlflow_client.set_tag(run_id, NOTE_TAG, f"{before}\n\n{note}".strip())
+    mlflow_client.set_terminated(run_id, status=status)
 
 
 FAILURE_TAG = reaper.FAILURE_TAG
@@ -287,29 +307,29 @@ def close_runs_of_dag_run(
     ``extra_filter``: more MLflow filter terms, ANDed) as ``status`` with ``cause``: a
     FAILED run carries it as ``balancebench.failure``, a KILLED one as
     ``balancebench.killed_reason``, both in the description. Returns their ids."""
-    client = _mlflow().MlflowClient()
-    experiments = [e.experiment_id for e in client.search_experiments()]
+    mlflow_client = client()
+    experiments = [e.experiment_id for e in mlflow_client.search_experiments()]
     if not experiments:
         return []
     where = (
         f"attributes.status = 'RUNNING' AND tags.`airflow.dag_id` = '{dag_id}' "
         f"AND tags.`airflow.run_id` = '{run_id}'"
     )
-    runs = client.search_runs(
+    runs = mlflow_client.search_runs(
         experiments,
         filter_string=where + (f" AND {extra_filter}" if extra_filter else ""),
         max_results=5000,
     )
     tag = FAILURE_TAG if status == "FAILED" else reaper.REASON_TAG  # as the reaper does
     for run in runs:
-        client.set_tag(run.info.run_id, tag, cause)
+        mlflow_client.set_tag(run.info.run_id, tag, cause)
         end_run(run.info.run_id, status, f"{status.lower()}: {cause}")
     return [run.info.run_id for run in runs]
 
 
 def child_runs(parent_run_id: str) -> Any:
     """DataFrame of the parent's children (``mlflow.search_runs`` columns)."""
-    mlflow = _mlflow()
+    mlflow = store()
     parent = mlflow.get_run(parent_run_id)
     return mlflow.search_runs(
         experiment_ids=[parent.info.experiment_id],
@@ -324,7 +344,7 @@ def latest_parent_run(
     """The newest parent run (an ``mlflow.search_runs`` row) of the experiment, of
     ``dag_id`` if given, opened at or after ``started_ms``; None if there is none.
     ``role`` ``sweep``: a nightly_sweep's parent."""
-    mlflow = _mlflow()
+    mlflow = store()
     exp = mlflow.get_experiment_by_name(experiment)
     if exp is None:
         return None
@@ -343,7 +363,7 @@ def latest_parent_run(
 def parent_run_of_invocation(experiment: str, invocation: str, role: str = "parent") -> str | None:
     """Id of the parent run (``role``) that the ``balancebench`` command ``invocation``
     opened (tag ``balancebench.invocation``): its own, whatever else started meanwhile."""
-    mlflow = _mlflow()
+    mlflow = store()
     exp = mlflow.get_experiment_by_name(experiment)
     if exp is None:
         return None

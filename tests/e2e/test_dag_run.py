@@ -63,7 +63,7 @@ REQUIRED = [
 
 
 def _parents(experiment: str):
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(experiment)
     runs = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
@@ -135,7 +135,7 @@ def test_dag_run_logs_one_child_per_strategy(local_state):
         by.loc["mnrt", "metrics.batch/imbalance_max_over_mean"]
         < by.loc["hash", "metrics.batch/imbalance_max_over_mean"]
     )
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     history = client.get_metric_history(by.loc["mnrt", "run_id"], "batch/imbalance_max_over_mean")
     assert sorted(m.step for m in history) == [0, 1, 2]
     artifacts = {a.path for a in client.list_artifacts(parent["run_id"])}

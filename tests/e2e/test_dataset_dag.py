@@ -22,7 +22,7 @@ def test_generate_dataset_dag_logs_a_validated_dataset(airflow_cli):
     }
     done = airflow_cli("dags", "test", "generate_dataset", "-c", json.dumps(conf))
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name("e2e-datasets")
     runs = mlflow.search_runs([exp.experiment_id], filter_string="tags.dataset = 'topic_stream'")
     assert len(runs) == 1
@@ -44,4 +44,4 @@ def test_generate_dataset_dag_rejects_a_bad_param_before_any_work(airflow_cli):
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "phone_stream_sigma_to" in out
-    assert tracking._mlflow().get_experiment_by_name("e2e-bad") is None
+    assert tracking.store().get_experiment_by_name("e2e-bad") is None

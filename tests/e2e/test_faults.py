@@ -44,7 +44,7 @@ def _start_and_wait_for_progress(experiment: str) -> subprocess.Popen:
 
 
 def _runs(experiment: str):
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(experiment)
     return mlflow.search_runs([exp.experiment_id])
 
@@ -97,7 +97,6 @@ def test_sigterm_mid_run_stops_everything_and_marks_the_runs_killed(local_state)
 def test_after_a_sigkill_the_watchdog_stops_everything_at_once(local_state):
     """SIGKILL to the command: its watchdog stops Airflow, spark-submit and the Spark
     driver and closes the runs KILLED within seconds, with no other command run."""
-    tracking._mlflow()  # this process's first look at the store reaps orphans: not now
     proc = _start_and_wait_for_progress("e2e-watchdog")
     pgid = _group_of(proc.pid, local_state)
     proc.kill()

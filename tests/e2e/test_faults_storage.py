@@ -124,7 +124,7 @@ def test_two_runs_at_once_in_one_clone_each_print_their_own_table(local_state):
     for conf, out in zip(confs, outs, strict=True):
         parent = re.search(r"parent run ([0-9a-f]{32}) \(FINISHED\)", out).group(1)
         parents.append(parent)
-        run = tracking._mlflow().get_run(parent)
+        run = tracking.store().get_run(parent)
         assert json.loads(run.data.params["strategies"]) == conf["strategies"]
         assert float(run.data.params["zipf_s"]) == conf["zipf_s"]
         header = next(line for line in out.splitlines() if line.startswith("┃ metric"))
@@ -151,7 +151,7 @@ def test_a_compare_step_on_a_full_disk_closes_the_parent_failed_with_the_cause(l
     assert proc.returncode == 1, out[-3000:]
     assert "first error: no space left on device" in out, out[-3000:]
     assert "Traceback" not in out
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     runs = mlflow.search_runs([mlflow.get_experiment_by_name("e2e-fullresults").experiment_id])
     assert "RUNNING" not in set(runs["status"])
     parent = runs[runs[f"tags.{tracking.ROLE_TAG}"] == "parent"].iloc[0]

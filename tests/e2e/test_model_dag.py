@@ -26,7 +26,7 @@ def test_model_dag_logs_one_child_per_strategy_and_point(airflow_cli):
     done = airflow_cli("dags", "test", "model_experiment", "-c", json.dumps(conf))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     # Then the parent finished, with one child per (strategy, volume)
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name("e2e-models")
     parents = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
@@ -57,4 +57,4 @@ def test_model_dag_rejects_a_foreign_strategy_before_any_work(airflow_cli):
     done = airflow_cli("dags", "test", "model_experiment", "-c", json.dumps(conf))
     text = done.stdout + done.stderr
     assert "'credit' is not a overlay strategy" in text
-    assert tracking._mlflow().get_experiment_by_name("e2e-models-bad") is None
+    assert tracking.store().get_experiment_by_name("e2e-models-bad") is None

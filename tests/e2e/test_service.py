@@ -209,7 +209,7 @@ def sweeps(service):
 
 
 def _sweep_parents():
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name("e2e-nightly")
     return mlflow.search_runs(
         [exp.experiment_id],
@@ -285,7 +285,7 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
         )
         assert cell["tags.regression"] == "no"
     assert sorted(positions) == ["1", "2"]  # both ran in the group's one application
-    artifacts = tracking._mlflow().MlflowClient().list_artifacts(parent["run_id"], "report")
+    artifacts = tracking.client().list_artifacts(parent["run_id"], "report")
     assert {Path(a.path).suffix for a in artifacts} == {".html", ".txt", ".csv"}
 
 
@@ -311,7 +311,7 @@ def test_a_manual_run_beside_a_sweep_finishes_without_a_database_error(service, 
     assert state == "success", tis
     # They did run at the same time (ISO 8601 times in UTC compare as text).
     assert manual["start_date"] < sweep["end_date"] and sweep["start_date"] < manual["end_date"]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
     parents = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
@@ -488,7 +488,7 @@ def test_mlflow_opens_on_the_runs_table_with_the_headline_apart(service, sweeps)
     diagnostics each in a section of its own, the headline figures apart."""
     from playwright.sync_api import sync_playwright
 
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
     parent = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
@@ -578,7 +578,7 @@ def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sw
     assert conf["n_tuples"] == TINY["n_tuples"] and conf["experiment"] == "e2e-stopped"
     path = f"/api/v2/dags/nightly_sweep/dagRuns/{new[0]['dag_run_id']}"
     run_id = new[0]["dag_run_id"]
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     this_run = f"tags.`airflow.run_id` = '{run_id}'"
     deadline = time.monotonic() + 600
     while True:  # until a cell's Spark run is measuring (its MLflow run is open)

@@ -100,7 +100,7 @@ def test_log_sweep_writes_one_child_per_strategy_and_point(tmp_path):
     for row in rows:
         assert "completion_time_s" in row and "completion_time_s_rep_std" in row
         assert row["model_events_per_s"] > 0
-    client = tracking._mlflow().MlflowClient()
+    client = tracking.client()
     rid = rows[0]["run_id"]
     series = client.get_metric_history(rid, "completed_fraction")
     times = client.get_metric_history(rid, "series_time_s")

@@ -314,7 +314,7 @@ def log_sweep(
     out_dir: Path,
 ) -> list[dict[str, Any]]:
     """One MLflow child per (strategy, parameter point); returns the summary rows."""
-    mlflow = tracking._mlflow()
+    mlflow = tracking.store()
     client = mlflow.MlflowClient()
     model = get_model(params["model"])
     varied = [k[len(model.name) + 1 :] for k in sorted(params["grid"])]

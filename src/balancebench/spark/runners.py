@@ -1,8 +1,17 @@
-"""Which runner serves a strategy: the one registry from strategy name to runner.
+"""Which runner serves a strategy, by its family (``Strategy.kind``, ``per_tuple``).
 
-Every runner is a :class:`~balancebench.spark.loop.MicroBatchLoop`: the engine under a
-router (key-level, per-tuple and join-architecture strategies) or a Spark-native baseline.
-``tests/spark/test_runners.py`` checks that every registered strategy has one.
+Every runner is a :class:`~balancebench.spark.loop.MicroBatchLoop`:
+
+- a key-level planner (``kind`` ``key_level``): the engine under :class:`KeyLevelRouter`,
+  which routes by the strategy's own routing table: a new planner needs no entry here;
+- a per-tuple router (``per_tuple``): the engine under :class:`PerTupleRouter`, which
+  runs the strategy's own ``route_sender``: no entry here either;
+- a join architecture (``join_architecture``): the engine under its own router, one
+  entry per architecture in :data:`ARCHITECTURE_ROUTERS` (its Spark placement);
+- a Spark-native baseline (``spark_native``): its own runner, one entry in
+  :data:`BASELINES`.
+
+``tests/spark/test_runners.py`` checks that every registered strategy has a runner.
 """
 
 from __future__ import annotations
@@ -22,18 +31,10 @@ from balancebench.spark.baselines import AqeRunner, SaltingRunner, StreamingRunn
 from balancebench.spark.engine import Engine, EngineConfig
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
-from balancebench.strategies import Strategy, check_scale_out
+from balancebench.strategies import STRATEGIES, Strategy, check_scale_out
 
-#: Strategies the engine runs, with the router that places their tuples.
-ROUTERS: dict[str, type[SparkRouter]] = {
-    "hash": KeyLevelRouter,
-    "qmmp": KeyLevelRouter,
-    "mnrt": KeyLevelRouter,
-    "readj": KeyLevelRouter,
-    "balanceload": KeyLevelRouter,
-    "pkg": PerTupleRouter,
-    "dchoices": PerTupleRouter,
-    "wchoices": PerTupleRouter,
+#: Join architectures, with the router that writes their placement in Spark SQL.
+ARCHITECTURE_ROUTERS: dict[str, type[SparkRouter]] = {
     "dynamic": DynamicRouter,
     "bi": BiStreamRouter,
     "bi6": BiStreamRouter,
@@ -49,15 +50,27 @@ BASELINES: dict[str, type[MicroBatchLoop]] = {
 }
 
 
+def router_class(strategy: Strategy) -> type[SparkRouter]:
+    """The router of a strategy the engine runs, by its family (the module docstring)."""
+    if strategy.kind == "key_level":
+        return PerTupleRouter if strategy.per_tuple else KeyLevelRouter
+    if strategy.kind == "join_architecture" and strategy.name in ARCHITECTURE_ROUTERS:
+        return ARCHITECTURE_ROUTERS[strategy.name]
+    engine_run = [
+        name
+        for name, cls in STRATEGIES.items()
+        if cls.kind == "key_level" or name in ARCHITECTURE_ROUTERS
+    ]
+    raise ValueError(
+        f"strategy: {strategy.name!r} has no engine router; allowed values: {engine_run}"
+    )
+
+
 def make_router(
     strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
 ) -> SparkRouter:
     """The Spark router of a strategy the engine runs (``capacity``: scale-out)."""
-    if strategy.name not in ROUTERS:
-        raise ValueError(
-            f"strategy: {strategy.name!r} has no engine router; allowed values: {sorted(ROUTERS)}"
-        )
-    return ROUTERS[strategy.name](strategy, n_nodes, tolerance, capacity)
+    return router_class(strategy)(strategy, n_nodes, tolerance, capacity)
 
 
 def make_runner(

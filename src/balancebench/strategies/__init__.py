@@ -30,7 +30,10 @@ from balancebench.strategies.readj import ReadjStrategy
 from balancebench.strategies.spark_native import SparkAqe, SparkSalting, SparkStreaming
 from balancebench.workloads import BAND_JOIN, EQUI_JOIN
 
-#: name -> class; add a strategy by writing its module and listing it here.
+#: name -> class: the one place a strategy is registered. A key-level planner or a
+#: per-tuple router is its module plus its line here (its family picks its runner); a join
+#: architecture adds its Spark router (``spark.runners.ARCHITECTURE_ROUTERS``), a
+#: Spark-native baseline its runner (``spark.runners.BASELINES``).
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls
     for cls in (
@@ -102,11 +105,11 @@ def strategy_settings(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def strategy_kind(name: str) -> str:
     """``key_level`` (plans over a key router), ``join_architecture`` or ``spark_native``."""
-    return str(getattr(STRATEGIES[name], "kind", "key_level"))
+    return STRATEGIES[name].kind
 
 
 def is_per_tuple(name: str) -> bool:
-    return bool(getattr(STRATEGIES[name], "per_tuple", False))
+    return STRATEGIES[name].per_tuple
 
 
 __all__ = [

@@ -145,7 +145,10 @@ NO_SIDE, SIDE_R, SIDE_S = 0, 1, 2
 
 
 class Strategy(ABC):
-    """Base of every key-level strategy; subclasses set ``name`` and ``_rebalance``."""
+    """Base of every strategy. Its family is ``kind`` (with ``per_tuple``), and the family
+    decides the runner (``spark.runners``): a key-level planner sets ``name`` and
+    ``_rebalance``; a per-tuple router ``per_tuple`` and ``route_sender``; a join
+    architecture and a Spark-native baseline their own class attributes."""
 
     name: ClassVar[str]
     #: Paper section the class implements (shown in docs and logged as a tag).
@@ -157,6 +160,9 @@ class Strategy(ABC):
     #: ``key_level`` (routes by key with ``routing``), ``join_architecture`` (Dynamic,
     #: BiStream: its own tuple placement) or ``spark_native`` (a Spark baseline).
     kind: ClassVar[str] = "key_level"
+    #: A key-level strategy that routes each sender's tuples in order (``route_sender``)
+    #: and never plans: pkg, dchoices, wchoices.
+    per_tuple: ClassVar[bool] = False
     #: JSON schema of the strategy's own parameters (name -> schema with ``default``);
     #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
