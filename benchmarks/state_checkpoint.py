@@ -59,7 +59,7 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.engine import EngineConfig, load_replay, release_replay
+    from balancebench.spark.replay_stream import EngineConfig, load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-state-checkpoint", master="local[*]")

@@ -262,7 +262,7 @@ def warm_up(spark: Any, stream_df: Any, config: Any, name: str, params: dict[str
 def engine_config(params: dict[str, Any], interval_s: float, master: str) -> Any:
     """The engine configuration of a run from its checked Params: the one place it is
     built (runs of the DAGs and of the benchmarks alike)."""
-    from balancebench.spark.engine import EngineConfig
+    from balancebench.spark.replay_stream import EngineConfig
 
     return EngineConfig(
         workload=get_workload(params["workload"]),
@@ -290,7 +290,7 @@ class LoadedCell:
         stream: ReplayStream | None = None,
         warmed: set[str] | None = None,
     ) -> None:
-        from balancebench.spark.engine import load_replay
+        from balancebench.spark.replay_stream import load_replay
 
         self.params = params
         if stream is None:  # the benchmarks: the Params' dataset, generated or reused
@@ -353,7 +353,7 @@ class LoadedCell:
         return rotated_runs(names, repeats, lambda name: self.run(spark, name)[1], report)
 
     def release(self) -> None:
-        from balancebench.spark.engine import release_replay
+        from balancebench.spark.replay_stream import release_replay
 
         release_replay(self.df)
 

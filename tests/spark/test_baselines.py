@@ -33,7 +33,7 @@ SENDERS = 3
 @pytest.fixture(scope="module")
 def replays(spark):
     """Each workload's replay stream (cached DataFrame, interval, pandas copy)."""
-    from balancebench.spark.engine import load_replay, release_replay
+    from balancebench.spark.replay_stream import load_replay, release_replay
 
     topics, _ = generate(
         "topic_stream",
@@ -66,7 +66,7 @@ def replays(spark):
 
 
 def _config(replays, workload: str, window_batches: float):
-    from balancebench.spark.engine import EngineConfig
+    from balancebench.spark.replay_stream import EngineConfig
 
     _, interval, _ = replays[workload]
     return EngineConfig(

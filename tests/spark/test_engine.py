@@ -16,15 +16,10 @@ from balancebench.generators import generate
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.paths import datasets_dir
 from balancebench.routing_table import RoutingTable
-from balancebench.spark.engine import (
-    Engine,
-    EngineConfig,
-    OracleMismatch,
-    batch_frame,
-    load_replay,
-    release_replay,
-)
+from balancebench.spark.engine import Engine
+from balancebench.spark.loop import OracleMismatch
 from balancebench.spark.oracle import check_batch, expected_answer, fingerprint
+from balancebench.spark.replay_stream import EngineConfig, batch_frame, load_replay, release_replay
 from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
 from balancebench.spark.runners import make_router
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind

@@ -19,7 +19,8 @@ from balancebench.spark.architecture_routers import (
     dynamic_rows,
     regrid_state,
 )
-from balancebench.spark.engine import Engine, EngineConfig, load_replay, release_replay
+from balancebench.spark.engine import Engine
+from balancebench.spark.replay_stream import EngineConfig, load_replay, release_replay
 from balancebench.spark.routers import BATCH_COLUMNS, BOTH, PROBE, STORE, RouteContext
 from balancebench.spark.runners import make_router
 from balancebench.strategies import get_strategy

@@ -82,7 +82,6 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -100,15 +99,12 @@ from balancebench.hashing import FRACTION_UNITS, partition_surrogates
 from balancebench.spark.loop import (
     BatchResult,
     MicroBatchLoop,
-    OracleMismatch,
     PhaseClock,
-    batch_frame,
-    register_batches,
     release,
-    release_replay,
 )
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.placement import home_node, partition_by_node
+from balancebench.spark.replay_stream import EngineConfig, batch_frame
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BOTH,
@@ -123,17 +119,7 @@ from balancebench.spark.routers import (
     SparkRouter,
 )
 from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
-from balancebench.workloads import AGGREGATE, BAND_JOIN, Workload
-
-__all__ = [
-    "BatchResult",
-    "Engine",
-    "EngineConfig",
-    "OracleMismatch",
-    "batch_frame",
-    "load_replay",
-    "release_replay",
-]
+from balancebench.workloads import AGGREGATE, BAND_JOIN
 
 #: Salt of the tuple-id hash that picks which stored tuples of a part migrate (distinct
 #: from the storage-routing salt, so migration does not follow storage decisions).
@@ -151,45 +137,6 @@ ENGINE_CONF = {
     "spark.sql.adaptive.enabled": "false",
 }
 SIDES = ("R", "S")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    workload: Workload
-    n_nodes: int
-    n_batches: int
-    interval_s: float
-    window_s: float = 0.0
-    band_width: int = 1
-    top_k: int = 10
-    #: Keep cross-batch state in reliable checkpoints (survives a lost executor) instead
-    #: of ``localCheckpoint`` (``MicroBatchLoop.keep``; Param ``state_checkpoint``).
-    reliable_state: bool = False
-    #: Memory-driven scale-out: a node's capacity in state tuples (Param
-    #: ``node_capacity_state_tuples``); None: every node from the start.
-    node_capacity_state_tuples: int | None = None
-    #: An untimed warm-up (``experiment.warm_up``): its figures are thrown away, so the
-    #: engine's fixed cost is not calibrated for it (the first measured run does).
-    warm_up: bool = False
-
-    @property
-    def window_batches(self) -> int | None:
-        """Aggregation window in batches (None = full history)."""
-        if self.window_s <= 0:
-            return None
-        return max(1, math.ceil(self.window_s / self.interval_s - 1e-9))
-
-
-def batch_of(interval_s: float, n_batches: int) -> Column:
-    """A tuple's micro-batch from its event time (same IEEE expression as
-    ``replay.batch_index``)."""
-    batch = F.least(F.floor(F.col("event_time_s") / F.lit(interval_s)), F.lit(n_batches - 1))
-    return batch.cast("bigint")
-
-
-def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
-    """The stream with its micro-batch (:func:`batch_of`)."""
-    return df.withColumn("batch", batch_of(interval_s, n_batches))
 
 
 @dataclass
@@ -1104,53 +1051,3 @@ class Arrival:
     received: np.ndarray
     moved_rows: np.ndarray
     moved_tuples: float
-
-
-def load_replay(
-    spark: SparkSession, replay: Any, n_batches: int, senders: int = 1
-) -> tuple[DataFrame, float]:
-    """The replay stream as a DataFrame with ``batch``, and the batch interval: the
-    stream's event-time span / ``n_batches`` (measured from the data, so a user's file
-    needs no rate).
-
-    The stream is spread over ``senders`` partitions, the upstream instances that route it:
-    tuple ``i`` is sent by instance ``i mod senders`` (partition = sender), each instance's
-    tuples in arrival order, so a batch's routing stage runs one task per sender. A
-    per-sender strategy relies on that layout (``routers.PerTupleRouter``).
-
-    Each batch's tuples are cached apart (:func:`batch_frame`; the returned stream is
-    their union): a batch's jobs read its own cached rows with no filter on the batch
-    index in their code. A literal that changes every batch makes Spark generate new
-    classes for every stage that holds it, and the first tasks run them before the JVM
-    has compiled them (measured: 13-15 new classes a batch, +20-40 ms of CPU on the first
-    two nodes' tasks of every batch). Release them with :func:`release_replay`."""
-    raw = spark.read.parquet(*replay.files)
-    types = {
-        "side": "string",
-        "tuple_id": "bigint",
-        "key": "bigint",
-        "event_time_s": "double",
-        "payload": "bigint",
-    }
-    cols = []
-    for name, source in replay.columns.items():
-        value = F.lit(source[1:]) if source.startswith("=") else F.col(source)
-        cols.append(value.cast(types[name]).alias(name))
-    df = raw.select(*cols)
-    span = df.agg(F.max("event_time_s")).collect()[0][0] or 0.0
-    interval = float(span) / n_batches if span > 0 else 1.0
-    batched = with_batch(df, interval, n_batches)
-    sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
-    placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
-    whole = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
-    whole = whole.persist()
-    whole.write.format("noop").mode("overwrite").save()
-    frames = []
-    for b in range(n_batches):
-        frame = whole.where(F.col("batch") == b).persist()
-        frame.write.format("noop").mode("overwrite").save()
-        frames.append(frame)
-    whole.unpersist()
-    out = reduce(lambda a, b: a.unionByName(b), frames)
-    register_batches(out, frames)
-    return out, interval

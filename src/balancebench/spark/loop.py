@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,11 +25,11 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from balancebench.loads import imbalance
 from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S, BatchCosts, MigrationWork
 from balancebench.paths import local_dir
+from balancebench.spark.replay_stream import batch_frame
 from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
 from balancebench.strategies import MigrationPlan
 
@@ -153,32 +152,6 @@ class PhaseClock:
     @property
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
-
-
-#: Each loaded replay stream's per-batch frames (``engine.load_replay``), by stream frame.
-_BATCH_FRAMES: weakref.WeakKeyDictionary[DataFrame, list[DataFrame]] = weakref.WeakKeyDictionary()
-
-
-def register_batches(stream: DataFrame, frames: list[DataFrame]) -> None:
-    """Record ``frames[b]`` as batch ``b``'s cached tuples of ``stream``."""
-    _BATCH_FRAMES[stream] = frames
-
-
-def batch_frame(stream: DataFrame, b: int) -> DataFrame:
-    """Batch ``b``'s tuples: its own cached frame when ``stream`` came from
-    ``engine.load_replay`` (no literal batch index in the jobs that read it), else a
-    filter on ``batch``."""
-    frames = _BATCH_FRAMES.get(stream)
-    if frames is not None and 0 <= b < len(frames):
-        return frames[b]
-    return stream.where(F.col("batch") == b)
-
-
-def release_replay(stream: DataFrame) -> None:
-    """Free a loaded replay stream's cached batches."""
-    for frame in _BATCH_FRAMES.pop(stream, []):
-        frame.unpersist()
-    stream.unpersist()
 
 
 def release(df: DataFrame) -> None:

@@ -86,7 +86,7 @@ def with_per_tuple_node(
     ``(key, node)`` for every tuple of ``df``.
 
     Partition ``s`` of ``df`` is sender ``s``'s tuples in arrival order (the stream's
-    layout, ``engine.load_replay``). A ``mapInArrow`` task per sender gathers its tuples
+    layout, ``replay_stream.load_replay``). A ``mapInArrow`` task per sender gathers its tuples
     and routes them with ``strategy.route_sender`` in one call (a compiled loop over the
     tuples), starting from the sender's state ``states[s]`` (its load estimates and
     sketch from earlier batches). The worker adds ``{s: (pickled new state, CPU s)}`` to

@@ -270,7 +270,7 @@ class RouteContext:
     n_nodes: int
     band_width: int = 1
     #: Partitions of the batch: partition ``s`` holds sender ``s``'s tuples
-    #: (``tuple_id mod senders == s``) in arrival order (``engine.load_replay``).
+    #: (``tuple_id mod senders == s``) in arrival order (``replay_stream.load_replay``).
     senders: int = 1
     #: State held after the previous batch, per (key, node) with state > 0.
     state_key: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

@@ -27,10 +27,12 @@ from balancebench.spark.architecture_routers import (
     OperatorSetRouter,
     QueryParallelRouter,
 )
-from balancebench.spark.baselines import AqeRunner, SaltingRunner, StreamingRunner
-from balancebench.spark.engine import Engine, EngineConfig
+from balancebench.spark.batch_query_baselines import AqeRunner, SaltingRunner
+from balancebench.spark.engine import Engine
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
+from balancebench.spark.replay_stream import EngineConfig
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
+from balancebench.spark.streaming_baseline import StreamingRunner
 from balancebench.strategies import STRATEGIES, Strategy, check_scale_out
 
 #: Join architectures, with the router that writes their placement in Spark SQL.
@@ -83,7 +85,7 @@ def make_runner(
     on_batch: Callable[[BatchResult], None] | None = None,
     harness_hook: Callable[[str], None] | None = None,
 ) -> MicroBatchLoop:
-    """The runner of ``strategy`` on a loaded replay stream (``engine.load_replay``)."""
+    """The runner of ``strategy`` on a loaded replay stream (``replay_stream.load_replay``)."""
     if config.node_capacity_state_tuples is not None:
         check_scale_out(strategy.name, config.workload.operator)
     if strategy.name in BASELINES:

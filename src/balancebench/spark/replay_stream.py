@@ -1,0 +1,137 @@
+"""The replay stream loaded into Spark, and the run configuration every runner reads.
+
+:func:`load_replay` reads a workload's replay stream (``balancebench.streams``) once per
+application, lays it out over the senders and caches each micro-batch apart
+(:func:`batch_frame`); :class:`EngineConfig` is what a run of it is configured with
+(``experiment.engine_config`` builds it from the Params). The engine, the join
+architectures and the Spark-native baselines all read both from here.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from balancebench.spark.placement import partition_by_node
+from balancebench.workloads import Workload
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    workload: Workload
+    n_nodes: int
+    n_batches: int
+    interval_s: float
+    window_s: float = 0.0
+    band_width: int = 1
+    top_k: int = 10
+    #: Keep cross-batch state in reliable checkpoints (survives a lost executor) instead
+    #: of ``localCheckpoint`` (``MicroBatchLoop.keep``; Param ``state_checkpoint``).
+    reliable_state: bool = False
+    #: Memory-driven scale-out: a node's capacity in state tuples (Param
+    #: ``node_capacity_state_tuples``); None: every node from the start.
+    node_capacity_state_tuples: int | None = None
+    #: An untimed warm-up (``experiment.warm_up``): its figures are thrown away, so the
+    #: engine's fixed cost is not calibrated for it (the first measured run does).
+    warm_up: bool = False
+
+    @property
+    def window_batches(self) -> int | None:
+        """Aggregation window in batches (None = full history)."""
+        if self.window_s <= 0:
+            return None
+        return max(1, math.ceil(self.window_s / self.interval_s - 1e-9))
+
+
+def batch_of(interval_s: float, n_batches: int) -> Column:
+    """A tuple's micro-batch from its event time (same IEEE expression as
+    ``replay.batch_index``)."""
+    batch = F.least(F.floor(F.col("event_time_s") / F.lit(interval_s)), F.lit(n_batches - 1))
+    return batch.cast("bigint")
+
+
+def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
+    """The stream with its micro-batch (:func:`batch_of`)."""
+    return df.withColumn("batch", batch_of(interval_s, n_batches))
+
+
+#: Each loaded replay stream's per-batch frames (``replay_stream.load_replay``), by stream frame.
+_BATCH_FRAMES: weakref.WeakKeyDictionary[DataFrame, list[DataFrame]] = weakref.WeakKeyDictionary()
+
+
+def register_batches(stream: DataFrame, frames: list[DataFrame]) -> None:
+    """Record ``frames[b]`` as batch ``b``'s cached tuples of ``stream``."""
+    _BATCH_FRAMES[stream] = frames
+
+
+def batch_frame(stream: DataFrame, b: int) -> DataFrame:
+    """Batch ``b``'s tuples: its own cached frame when ``stream`` came from
+    ``replay_stream.load_replay`` (no literal batch index in the jobs that read it), else a
+    filter on ``batch``."""
+    frames = _BATCH_FRAMES.get(stream)
+    if frames is not None and 0 <= b < len(frames):
+        return frames[b]
+    return stream.where(F.col("batch") == b)
+
+
+def release_replay(stream: DataFrame) -> None:
+    """Free a loaded replay stream's cached batches."""
+    for frame in _BATCH_FRAMES.pop(stream, []):
+        frame.unpersist()
+    stream.unpersist()
+
+
+def load_replay(
+    spark: SparkSession, replay: Any, n_batches: int, senders: int = 1
+) -> tuple[DataFrame, float]:
+    """The replay stream as a DataFrame with ``batch``, and the batch interval: the
+    stream's event-time span / ``n_batches`` (measured from the data, so a user's file
+    needs no rate).
+
+    The stream is spread over ``senders`` partitions, the upstream instances that route it:
+    tuple ``i`` is sent by instance ``i mod senders`` (partition = sender), each instance's
+    tuples in arrival order, so a batch's routing stage runs one task per sender. A
+    per-sender strategy relies on that layout (``routers.PerTupleRouter``).
+
+    Each batch's tuples are cached apart (:func:`batch_frame`; the returned stream is
+    their union): a batch's jobs read its own cached rows with no filter on the batch
+    index in their code. A literal that changes every batch makes Spark generate new
+    classes for every stage that holds it, and the first tasks run them before the JVM
+    has compiled them (measured: 13-15 new classes a batch, +20-40 ms of CPU on the first
+    two nodes' tasks of every batch). Release them with :func:`release_replay`."""
+    raw = spark.read.parquet(*replay.files)
+    types = {
+        "side": "string",
+        "tuple_id": "bigint",
+        "key": "bigint",
+        "event_time_s": "double",
+        "payload": "bigint",
+    }
+    cols = []
+    for name, source in replay.columns.items():
+        value = F.lit(source[1:]) if source.startswith("=") else F.col(source)
+        cols.append(value.cast(types[name]).alias(name))
+    df = raw.select(*cols)
+    span = df.agg(F.max("event_time_s")).collect()[0][0] or 0.0
+    interval = float(span) / n_batches if span > 0 else 1.0
+    batched = with_batch(df, interval, n_batches)
+    sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
+    placed = partition_by_node(batched.withColumn("_sender", sender), senders, "_sender")
+    whole = placed.sortWithinPartitions("batch", "tuple_id").drop("_sender", "_surrogate")
+    whole = whole.persist()
+    whole.write.format("noop").mode("overwrite").save()
+    frames = []
+    for b in range(n_batches):
+        frame = whole.where(F.col("batch") == b).persist()
+        frame.write.format("noop").mode("overwrite").save()
+        frames.append(frame)
+    whole.unpersist()
+    out = reduce(lambda a, b: a.unionByName(b), frames)
+    register_batches(out, frames)
+    return out, interval
