@@ -462,6 +462,7 @@ def _fmt(value: object) -> str:
 @_command()
 def strategies() -> None:
     """List the strategies, what they implement, and their own Params."""
+    from balancebench.operators import names
     from balancebench.strategies import STRATEGIES, strategy_param_name
 
     table = Table(title="strategies (select with CONF '{\"strategies\": [...]}')")
@@ -472,7 +473,7 @@ def strategies() -> None:
             f"{strategy_param_name(name, p)}={spec['default']}"
             for p, spec in cls.param_schema.items()
         )
-        table.add_row(name, cls.reference, ", ".join(sorted(cls.operators)), params or "-")
+        table.add_row(name, cls.reference, ", ".join(names(cls.operators)), params or "-")
     console.print(table)
 
 

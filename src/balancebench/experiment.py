@@ -551,7 +551,7 @@ class _Application:
         workload = get_workload(params["workload"])
         shared_params = {
             "workload": workload.name,
-            "operator": workload.operator,
+            "operator": workload.operator.name,
             "dataset_digest": stream.dataset_digest,
             "dataset_dir": runs[0].spec.dataset_dir,
             "stream_tuples": str(stream.n_tuples),

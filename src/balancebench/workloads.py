@@ -28,14 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The operators a strategy may serve (``Strategy.operators``).
-AGGREGATE, EQUI_JOIN, BAND_JOIN = "aggregate", "equi_join", "band_join"
+from balancebench.operators import AGGREGATE, BAND_JOIN, EQUI_JOIN, Operator, names
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    operator: str
+    operator: Operator
     #: Datasets (generators) that can feed it; "stream" = any stream-kind dataset.
     datasets: tuple[str, ...]
     default_dataset: str
@@ -46,7 +45,7 @@ class Workload:
 
     @property
     def is_join(self) -> bool:
-        return self.operator in (EQUI_JOIN, BAND_JOIN)
+        return self.operator.is_join
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -116,12 +115,12 @@ def check_dataset(workload: str, dataset: str, dataset_kind: str) -> None:
     )
 
 
-def check_strategy(workload: str, strategy: str, operators: frozenset[str]) -> None:
+def check_strategy(workload: str, strategy: str, operators: frozenset[Operator]) -> None:
     """``ValueError`` naming the field unless ``strategy`` serves the workload's operator."""
     w = get_workload(workload)
     if w.operator not in operators:
         raise ValueError(
             f"strategies: {strategy!r} cannot serve workload {workload!r} (operator "
-            f"{w.operator!r}; {strategy!r} serves {sorted(operators)}). Remove it from "
+            f"{w.operator.name!r}; {strategy!r} serves {names(operators)}). Remove it from "
             "strategies or pick another workload."
         )

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from balancebench.generators import generate
+from balancebench.operators import AGGREGATE
 from balancebench.paths import datasets_dir
 from balancebench.strategies import get_strategy
 from balancebench.strategies.spark_native import SparkStreaming
@@ -111,7 +112,7 @@ def _sides(pdf: pd.DataFrame, b: int, upto: bool = False) -> dict[str, int]:
 
 def test_rejects_a_workload_it_cannot_serve_before_any_spark_work(replays):
     class AggregateOnly(SparkStreaming):
-        operators = frozenset({"aggregate"})
+        operators = frozenset({AGGREGATE})
 
     config = _config(replays, "eq5", 0)
     with pytest.raises(ValueError, match="cannot serve workload 'eq5'"):

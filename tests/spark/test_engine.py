@@ -25,7 +25,7 @@ from balancebench.spark.runners import make_router
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind
 from balancebench.strategies.base import SIDE_R, SIDE_S
 from balancebench.streams import build_stream
-from balancebench.workloads import AGGREGATE, EQUI_JOIN, WORKLOADS, get_workload
+from balancebench.workloads import WORKLOADS, get_workload
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def test_every_workload_and_strategy_matches_plain_spark(spark, streams, workloa
     for b in batches:
         assert b.node_received.shape == b.node_run_time_s.shape == (N_NODES,)
         assert b.makespan_s > 0 and b.result_rows > 0
-    if get_workload(workload).operator == AGGREGATE:
+    if get_workload(workload).operator.aggregates:
         # each tuple is counted on exactly one node: nothing replicated
         assert [b.received_tuples for b in batches] == [b.input_tuples for b in batches]
     else:
@@ -184,7 +184,7 @@ class RandomRouter(KeyLevelRouter):
         moves = Reassignment(
             key, node.astype(np.int32), to.astype(np.int32), np.zeros(len(pick), np.int64), hi
         )
-        if self.operator == EQUI_JOIN:
+        if self.operator is not None and self.operator.two_stream_rule:
             # The two-stream rule on random split keys with a random replicated side
             # (a key may switch side or leave the rule from one batch to the next).
             rows = self.table.part_rows()

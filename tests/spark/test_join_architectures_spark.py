@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from balancebench.generators import generate
+from balancebench.operators import BAND_JOIN, EQUI_JOIN
 from balancebench.paths import datasets_dir
 from balancebench.spark.architecture_routers import (
     BiStreamRouter,
@@ -26,7 +27,7 @@ from balancebench.spark.runners import make_router
 from balancebench.strategies import get_strategy
 from balancebench.strategies.join_architectures import DynamicJoin, FirstBatch, Grid
 from balancebench.streams import build_stream
-from balancebench.workloads import BAND_JOIN, EQUI_JOIN, get_workload
+from balancebench.workloads import get_workload
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from balancebench.hashing import fraction_units, home_nodes, murmur3_hash_long
+from balancebench.operators import AGGREGATE
 from balancebench.routing_table import RoutingTable
 from balancebench.spark.placement import (
     fraction_unit,
@@ -103,7 +104,7 @@ def test_per_tuple_routing_in_spark_equals_the_library(spark):
         strategy = get_strategy("dchoices", n_nodes=8, senders=own)
         expected = strategy.route(keys, ids % 3, {}, 8)
         router = PerTupleRouter(strategy, 8, 0.05)
-        ctx = RouteContext(spark, "aggregate", 8, 1, stream_senders)
+        ctx = RouteContext(spark, AGGREGATE, 8, 1, stream_senders)
         got = np.zeros(len(keys), dtype=np.int64)
         python_s = []
         for lo, hi in ((0, 12_000), (12_000, len(keys))):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from balancebench.experiment_params import EXPERIMENT_PARAMS, validate_params
+from balancebench.operators import BAND_JOIN, EQUI_JOIN
 from balancebench.strategies import STRATEGIES, get_strategy
 from balancebench.strategies.join_architectures import (
     BiStream,
@@ -22,7 +23,6 @@ from balancebench.strategies.join_architectures import (
     Grid,
     Groups,
 )
-from balancebench.workloads import BAND_JOIN, EQUI_JOIN
 
 
 def _incidence(n_tuples: int, n_nodes: int, placement: tuple[np.ndarray, np.ndarray]):
@@ -69,7 +69,7 @@ ARCHITECTURES = ["dynamic", "bi", "bi6", "operator_set", "operator_parallel", "q
 def test_every_pair_meets_exactly_once(name, operator, n_nodes):
     rng = np.random.default_rng(n_nodes * 7 + len(name) + len(operator))
     side, ids, keys = _stream(rng, 700, 40)
-    width = 2 if operator == BAND_JOIN else 0
+    width = operator.key_reach(2)
     extra = {"group_split": "proportional"} if name in ("bi", "bi6") and n_nodes % 2 else {}
     if name == "bi6":  # the most subgroups the nodes hold (the paper's 6 from N = 12)
         extra["subgroups"] = max(1, min(6, n_nodes // 2))
@@ -93,7 +93,7 @@ def test_dynamic_growth_keeps_every_pair_once(operator):
     rng = np.random.default_rng(5)
     n_nodes = 20
     side, ids, keys = _stream(rng, 900, 30)
-    width = 1 if operator == BAND_JOIN else 0
+    width = operator.key_reach(1)
     strategy = DynamicJoin(n_nodes=n_nodes, initial_nodes=1, max_state_tuples_per_node=50)
     batches = np.array_split(np.arange(len(ids)), 3)
     grid = strategy.layout(n_nodes, FirstBatch.of(side[batches[0]], keys[batches[0]]))
@@ -324,7 +324,7 @@ def test_bistream_growth_keeps_every_pair_once_and_full_nodes_stop_storing(name,
     rng = np.random.default_rng(11 if name == "bi" else 12)
     n_nodes, capacity = 40, 40
     side, ids, keys = _stream(rng, 900, 30)
-    width = 1 if operator == BAND_JOIN else 0
+    width = operator.key_reach(1)
     strategy = get_strategy(name, n_nodes=n_nodes)
     batches = np.array_split(np.arange(len(ids)), 3)
     first = FirstBatch.of(side[batches[0]], keys[batches[0]])

@@ -72,7 +72,6 @@ from balancebench.strategies.operator_set import (
     OperatorSetJoin,
     QueryParallelJoin,
 )
-from balancebench.workloads import BAND_JOIN
 
 
 def first_batch(batch: DataFrame) -> FirstBatch:
@@ -282,7 +281,7 @@ class BiStreamRouter(ArchitectureRouter):
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
         layout = self._layout(batch, ctx)
-        width = ctx.band_width if ctx.operator == BAND_JOIN else 0
+        width = ctx.operator.key_reach(ctx.band_width)
         return bi_rows(batch, layout, width)
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:

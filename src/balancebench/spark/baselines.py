@@ -35,7 +35,7 @@ from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.replay_stream import EngineConfig
 from balancebench.spark.task_metrics import TaskMetricsReader
-from balancebench.workloads import BAND_JOIN, check_strategy
+from balancebench.workloads import check_strategy
 
 #: Columns of the replay stream (``replay_stream.load_replay``).
 COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload", "batch"]
@@ -226,4 +226,4 @@ class Baseline(MicroBatchLoop):
         )
 
     def band_width(self) -> int:
-        return self.config.band_width if self.op == BAND_JOIN else 0
+        return self.op.key_reach(self.config.band_width)

@@ -50,7 +50,6 @@ from balancebench.spark.baselines import COLUMNS, Baseline
 from balancebench.spark.loop import BatchResult, PhaseClock, release
 from balancebench.spark.replay_stream import batch_frame
 from balancebench.spark.task_metrics import ROUTE
-from balancebench.workloads import AGGREGATE
 
 #: Seed of the tuple-id hash that picks a tuple's salt (spark_salting).
 SALT_SEED = 0x5A17
@@ -97,7 +96,7 @@ class _BatchQueries(Baseline):
     def kept_batches(self, b: int) -> list[int]:
         """Batches whose pieces the user keeps after batch ``b``."""
         cfg = self.config
-        if self.op == AGGREGATE:
+        if self.op.aggregates:
             first = 0 if cfg.window_batches is None else b - cfg.window_batches + 1
             return [j for j in sorted(self.pieces) if first <= j <= b]
         horizon = self.horizon(b)
@@ -122,7 +121,7 @@ class _BatchQueries(Baseline):
         earlier = self.union(sorted(self.pieces))
         self.pieces[b] = piece
         self.group(b, "prepare")  # building the query may run jobs (salting's hot keys)
-        if self.op == AGGREGATE:
+        if self.op.aggregates:
             query = self.aggregate(b, self.union(self.kept_batches(b)))
         else:
             query = self.join(b, piece, earlier)

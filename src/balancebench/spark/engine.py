@@ -119,7 +119,6 @@ from balancebench.spark.routers import (
     SparkRouter,
 )
 from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
-from balancebench.workloads import AGGREGATE, BAND_JOIN
 
 #: Salt of the tuple-id hash that picks which stored tuples of a part migrate (distinct
 #: from the storage-routing salt, so migration does not follow storage decisions).
@@ -320,7 +319,7 @@ class Engine(MicroBatchLoop):
         self.surrogates = F.array(
             *[F.lit(int(v)).cast("bigint") for v in partition_surrogates(self.n)]
         )
-        self.aggregates = config.workload.operator == AGGREGATE
+        self.aggregates = config.workload.operator.aggregates
         #: Aggregation state: partial counts, one row per (node, key, age).
         self.state: DataFrame | None = None
         #: Join state: the stored tuples of each side, in pieces.
@@ -794,7 +793,7 @@ class Engine(MicroBatchLoop):
             pieces.append(Piece(b, side, view(received), received, 1, b, view))
         pieces = self._merge(b, pieces)
         probe = received.where(F.col("role").isin(*PROBES)).drop("role")
-        width = cfg.band_width if cfg.workload.operator == BAND_JOIN else 0
+        width = cfg.workload.operator.key_reach(cfg.band_width)
         if width:
             probe = probe.withColumn(
                 "_match", F.explode(F.sequence(F.col("key") - width, F.col("key") + width))

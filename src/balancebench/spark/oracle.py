@@ -27,8 +27,6 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancebench.workloads import AGGREGATE, BAND_JOIN
-
 #: The salt of the second row hash (any constant other than none: an independent hash).
 _SECOND_HASH_SALT = 0x5BD1E995
 
@@ -63,14 +61,14 @@ def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
     Aggregation: ``(key, count)`` over the window's batches. Join: the pairs
     ``(r_id, s_id)`` of all tuples so far whose later tuple is in batch ``b``.
     """
-    if config.workload.operator == AGGREGATE:
+    if config.workload.operator.aggregates:
         first = 0 if config.window_batches is None else b - config.window_batches + 1
         window = stream.where((F.col("batch") >= first) & (F.col("batch") <= b))
         return window.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
     upto = stream.where(F.col("batch") <= b)
     r = upto.where(F.col("side") == "R").alias("r")
     s = upto.where(F.col("side") == "S").alias("s")
-    if config.workload.operator == BAND_JOIN:
+    if config.workload.operator.band:
         cond = F.abs(F.col("r.key") - F.col("s.key")) <= config.band_width
     else:
         cond = F.col("r.key") == F.col("s.key")
@@ -83,12 +81,12 @@ def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
 
 
 def _columns(config: Any) -> list[str]:
-    return ["key", "count"] if config.workload.operator == AGGREGATE else ["r_id", "s_id"]
+    return config.workload.operator.answer_columns
 
 
 def _is_topk(config: Any) -> bool:
     """The answer shown is a top list (TOPK), not a row count."""
-    return config.workload.operator == AGGREGATE and bool(config.workload.top_k)
+    return config.workload.operator.aggregates and bool(config.workload.top_k)
 
 
 def _rows(df: DataFrame, cols: list[str]) -> DataFrame:
@@ -138,7 +136,7 @@ def check_batch(stream: DataFrame, config: Any, b: int, answer: DataFrame) -> tu
     cols = _columns(config)
     ref = reference(stream, config, b)
     got = fingerprint(answer, cols)
-    what = "keys" if config.workload.operator == AGGREGATE else "new pairs"
+    what = config.workload.operator.answer_rows
     if got == ref.fingerprint:
         if ref.top is not None:
             return True, len(ref.top), ref.top

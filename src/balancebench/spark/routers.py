@@ -47,6 +47,7 @@ from pyspark.sql import functions as F
 
 from balancebench.hashing import FRACTION_UNITS, home_nodes
 from balancebench.loads import KeyLoads
+from balancebench.operators import Operator
 from balancebench.routing_table import BucketMap, RoutingTable
 from balancebench.spark.placement import (
     bucket_owner,
@@ -57,7 +58,6 @@ from balancebench.spark.placement import (
 )
 from balancebench.strategies import MigrationPlan, Strategy
 from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S
-from balancebench.workloads import AGGREGATE, BAND_JOIN, EQUI_JOIN
 
 BATCH_COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload"]
 STORE, PROBE, BOTH = "store", "probe", "both"
@@ -266,7 +266,7 @@ class RouteContext:
     """What a router may use to route a batch."""
 
     spark: SparkSession
-    operator: str
+    operator: Operator
     n_nodes: int
     band_width: int = 1
     #: Partitions of the batch: partition ``s`` holds sender ``s``'s tuples
@@ -349,7 +349,7 @@ class KeyLevelRouter(SparkRouter):
         self.table = strategy.routing_for(self.active)
         #: Split keys under the two-stream rule (equi-joins).
         self.replicas = Replicas.none()
-        self.operator: str | None = None
+        self.operator: Operator | None = None
 
     @property
     def routing_table_entries(self) -> int:
@@ -403,7 +403,7 @@ class KeyLevelRouter(SparkRouter):
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
         self.operator = ctx.operator
         stored = with_storage_node(ctx.spark, batch, self.table)
-        if ctx.operator == AGGREGATE:
+        if ctx.operator.aggregates:
             return _with_role(stored, STORE)
         keys, nodes = self.probe_table(ctx)
         return self._copies(stored, ctx, keys, nodes)
@@ -449,7 +449,7 @@ class KeyLevelRouter(SparkRouter):
         or on every node of ``Y(k)`` if its side is its key's replicated side; it probes
         its key's probe nodes, or only its storage node if the other side of its key is
         the replicated one."""
-        width = ctx.band_width if ctx.operator == BAND_JOIN else 0
+        width = ctx.operator.key_reach(ctx.band_width)
         keys, nodes = self.band_probe_table(keys, nodes, width)
         defaults = F.array_distinct(
             F.array(*[self.default_node(F.col("key") + o) for o in range(-width, width + 1)])
@@ -461,7 +461,7 @@ class KeyLevelRouter(SparkRouter):
             order = np.argsort(keys, kind="stable")
             uk, first = np.unique(keys[order], return_index=True)
             sets = np.split(nodes[order].astype(np.int32), first[1:])
-            rule = self.replicas.lookup() if ctx.operator == EQUI_JOIN else {}
+            rule = self.replicas.lookup() if ctx.operator.two_stream_rule else {}
             side = [SIDE_NAMES[rule[k][0]] if k in rule else None for k in uk.tolist()]
             spread = [rule[k][1].tolist() if k in rule else None for k in uk.tolist()]
             table = ctx.spark.createDataFrame(
@@ -506,7 +506,11 @@ class KeyLevelRouter(SparkRouter):
         """A plan's moves, the new table, and the two-stream rule's copies after it."""
         self.table = self.strategy.routing_for(self.active)
         moves = Reassignment.from_plan(plan, loads)
-        if self.operator == EQUI_JOIN and stats.state_r is not None:
+        if (
+            self.operator is not None
+            and self.operator.two_stream_rule
+            and stats.state_r is not None
+        ):
             after = self.two_stream(stats)
             if len(self.replicas) or len(after):
                 moves.replicas = replica_sync(self.replicas, after)

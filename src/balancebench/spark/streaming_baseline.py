@@ -57,7 +57,6 @@ from pyspark.sql import functions as F
 from balancebench.paths import local_dir
 from balancebench.spark.baselines import COLUMNS, Baseline
 from balancebench.spark.loop import BatchResult, PhaseClock
-from balancebench.workloads import AGGREGATE
 
 #: Split size of the streaming file source, also the cost of opening a file: each
 #: sender's file of a batch is its own task (Spark's default split, 128 MiB).
@@ -118,7 +117,7 @@ class StreamingRunner(Baseline):
             .option("maxFilesPerTrigger", self.senders)
             .parquet(str(self.inbox / "*"))  # one folder per batch
         )
-        if self.op == AGGREGATE:
+        if self.op.aggregates:
             windows = cfg.window_batches
             if windows is None:
                 out = src.groupBy("key").count()
@@ -263,7 +262,7 @@ class StreamingRunner(Baseline):
                 reader = reader.option(k, v)
             return reader.load(str(self.checkpoint)).select("partition_id")
 
-        if self.op == AGGREGATE:
+        if self.op.aggregates:
             rows = read()
         else:
             rows = read(joinSide="left").unionByName(read(joinSide="right"))
@@ -276,7 +275,7 @@ class StreamingRunner(Baseline):
     def _answer(self, b: int, output: DataFrame) -> DataFrame:
         """The join's new pairs, or the aggregation's window after upserting the
         trigger's updated rows into the result table."""
-        if self.op != AGGREGATE:
+        if not self.op.aggregates:
             return output
         windows = self.config.window_batches
         if windows is None:

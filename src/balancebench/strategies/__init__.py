@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from balancebench.operators import JOINS, Operator, names
 from balancebench.strategies.balanceload import BalanceLoadStrategy
-from balancebench.strategies.base import OPERATORS, Delta, MigrationPlan, PlanView, Strategy
+from balancebench.strategies.base import Delta, MigrationPlan, PlanView, Strategy
 from balancebench.strategies.hash import HashStrategy
 from balancebench.strategies.join_architectures import BiStream, BiStream6, DynamicJoin
 from balancebench.strategies.mnrt import MnrtStrategy
@@ -28,7 +29,6 @@ from balancebench.strategies.pkg import DChoicesStrategy, PkgStrategy, WChoicesS
 from balancebench.strategies.qmmp import QmmpStrategy
 from balancebench.strategies.readj import ReadjStrategy
 from balancebench.strategies.spark_native import SparkAqe, SparkSalting, SparkStreaming
-from balancebench.workloads import BAND_JOIN, EQUI_JOIN
 
 #: name -> class: the one place a strategy is registered. A key-level planner or a
 #: per-tuple router is its module plus its line here (its family picks its runner); a join
@@ -64,18 +64,18 @@ STRATEGIES: dict[str, type[Strategy]] = {
 SCALE_OUT: frozenset[str] = frozenset({"hash", "qmmp", "mnrt", "readj", "dynamic", "bi", "bi6"})
 
 
-def check_scale_out(name: str, operator: str) -> None:
+def check_scale_out(name: str, operator: Operator) -> None:
     """Refuse a memory-driven scale-out that ``name`` on ``operator`` cannot do."""
     if name not in SCALE_OUT:
         raise ValueError(
             f"node_capacity_state_tuples: {name!r} cannot add nodes to a running job; "
             f"allowed strategies: {sorted(SCALE_OUT)} (or node_capacity_state_tuples: null)"
         )
-    if operator not in (EQUI_JOIN, BAND_JOIN):
+    if not operator.is_join:
         raise ValueError(
             f"node_capacity_state_tuples: scale-out runs on joins (their state grows with "
-            f"history); the workload's operator is {operator!r}; allowed operators: "
-            f"{sorted([BAND_JOIN, EQUI_JOIN])} (or node_capacity_state_tuples: null)"
+            f"history); the workload's operator is {operator.name!r}; allowed operators: "
+            f"{names(JOINS)} (or node_capacity_state_tuples: null)"
         )
 
 
@@ -113,7 +113,6 @@ def is_per_tuple(name: str) -> bool:
 
 
 __all__ = [
-    "OPERATORS",
     "SCALE_OUT",
     "STRATEGIES",
     "Delta",

@@ -25,10 +25,8 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from balancebench.loads import KeyLoads, imbalance
+from balancebench.operators import OPERATORS, Operator
 from balancebench.routing_table import RoutingTable, segment_starts
-
-#: Operators a strategy can serve; a workload checks this before any run.
-OPERATORS = ("aggregate", "equi_join", "band_join")
 
 
 class Router(Protocol):
@@ -153,8 +151,8 @@ class Strategy(ABC):
     name: ClassVar[str]
     #: Paper section the class implements (shown in docs and logged as a tag).
     reference: ClassVar[str] = ""
-    #: Operators this strategy can serve correctly.
-    operators: ClassVar[frozenset[str]] = frozenset(OPERATORS)
+    #: Operators this strategy can serve correctly (a workload checks this before any run).
+    operators: ClassVar[frozenset[Operator]] = frozenset(OPERATORS.values())
     #: Whether ``plan`` can move data at all (``hash``, ``pkg`` never do).
     plans: ClassVar[bool] = True
     #: ``key_level`` (routes by key with ``routing``), ``join_architecture`` (Dynamic,

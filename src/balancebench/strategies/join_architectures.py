@@ -91,8 +91,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from balancebench.hashing import FRACTION_BITS, salted_hash
+from balancebench.operators import EQUI_JOIN, JOINS, Operator
 from balancebench.strategies.base import Strategy
-from balancebench.workloads import BAND_JOIN
 
 #: Salt of the tuple-id hash that picks a Dynamic tuple's row (R) or column (S).
 DYNAMIC_SALT = 0xD1A9
@@ -147,9 +147,9 @@ class JoinArchitecture(Strategy):
 
     kind: ClassVar[str] = "join_architecture"
     plans = False
-    operators = frozenset({"equi_join", "band_join"})
+    operators = JOINS
 
-    def layout(self, n_nodes: int, first: FirstBatch, operator: str) -> Any:
+    def layout(self, n_nodes: int, first: FirstBatch, operator: Operator) -> Any:
         """The node layout for ``n_nodes`` nodes, fixed from the first micro-batch."""
         raise NotImplementedError
 
@@ -257,7 +257,7 @@ class DynamicJoin(JoinArchitecture):
         },
     }
 
-    def layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Grid:
+    def layout(self, n_nodes: int, first: FirstBatch, operator: Operator = EQUI_JOIN) -> Grid:
         """The first grid: ``J0`` nodes, the shape minimising ``m |R| + n |S|``."""
         top = _largest_power_of_two(n_nodes)
         wanted = self.settings["initial_nodes"]
@@ -272,7 +272,9 @@ class DynamicJoin(JoinArchitecture):
                 best, shape = score, (n, m)
         return Grid(*shape)
 
-    def initial_layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Grid:
+    def initial_layout(
+        self, n_nodes: int, first: FirstBatch, operator: Operator = EQUI_JOIN
+    ) -> Grid:
         """Memory-driven scale-out starts from one node unless ``initial_nodes`` says
         otherwise (paper 000 Fig. 4: the grid grows 1 -> 4 -> 16)."""
         start = n_nodes if self.settings["initial_nodes"] is not None else 1
@@ -463,7 +465,7 @@ class BiStream(JoinArchitecture):
                 f"{cls.name}_subgroups <= {max(1, n_nodes // 2)}"
             )
 
-    def layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Groups:
+    def layout(self, n_nodes: int, first: FirstBatch, operator: Operator = EQUI_JOIN) -> Groups:
         split = str(self.settings["group_split"])
         if n_nodes == 1:
             r_size, s_start, s_size = 1, 0, 1
@@ -482,7 +484,7 @@ class BiStream(JoinArchitecture):
         rule = "none"
         lo, span = 0, 1
         if max(r_k, s_k) > 1:
-            rule = "range" if operator == BAND_JOIN else "hash"
+            rule = "range" if operator.band else "hash"
             if rule == "range" and first.key_min is not None and first.key_max is not None:
                 lo, span = first.key_min, first.key_max - first.key_min + 1
         return Groups(0, r_size, s_start, s_size, r_k, s_k, rule, lo, span, split)
@@ -538,7 +540,9 @@ class BiStream(JoinArchitecture):
         node[~r] = nodes_of["S"][at[~r]]
         return index, node
 
-    def initial_layout(self, n_nodes: int, first: FirstBatch, operator: str = "") -> Groups:
+    def initial_layout(
+        self, n_nodes: int, first: FirstBatch, operator: Operator = EQUI_JOIN
+    ) -> Groups:
         """Memory-driven scale-out starts with one node per subgroup (paper 000 §5.2.1: Bi
         one node per side, Bi6 one per subgroup)."""
         return self.layout(2 * self.n_subgroups(), first, operator)

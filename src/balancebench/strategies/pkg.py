@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from balancebench.hashing import home_nodes, salted_nodes
+from balancebench.operators import AGGREGATE
 from balancebench.strategies.base import Strategy
 
 #: Salts of the extra hash functions H2, H3, ... (H1 is F(k)).
@@ -172,7 +173,7 @@ class PkgStrategy(Strategy):
     reference = "Nasir et al., ICDE 2015 (paper 000 baseline PKG)"
     plans = False
     per_tuple = True
-    operators = frozenset({"aggregate"})
+    operators = frozenset({AGGREGATE})
     param_schema: dict[str, dict[str, Any]] = {
         "senders": {
             "type": ["integer", "null"],

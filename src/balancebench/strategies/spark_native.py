@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from balancebench.operators import OPERATORS
 from balancebench.strategies.base import Strategy
 
 
@@ -43,7 +44,7 @@ class SparkStreaming(_SparkNative):
 
     name = "spark_streaming"
     reference = "Spark Structured Streaming stateful operator (hash-partitioned state store)"
-    operators = frozenset({"aggregate", "equi_join", "band_join"})
+    operators = frozenset(OPERATORS.values())
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
         "state_store": {
             "type": "string",
@@ -71,7 +72,7 @@ class SparkAqe(_SparkNative):
 
     name = "spark_aqe"
     reference = "Spark SQL per micro-batch with adaptive execution and skew-join handling"
-    operators = frozenset({"aggregate", "equi_join", "band_join"})
+    operators = frozenset(OPERATORS.values())
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
         "thresholds": {
             "type": "string",
@@ -112,7 +113,7 @@ class SparkSalting(_SparkNative):
 
     name = "spark_salting"
     reference = "manual key salting (random salt on the large side, replicated small side)"
-    operators = frozenset({"aggregate", "equi_join", "band_join"})
+    operators = frozenset(OPERATORS.values())
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
         "salts": {
             "type": "integer",
