@@ -109,14 +109,8 @@ def _airflow(
         # If this command is SIGKILLed, its watchdog (own session) stops the group and
         # closes the runs at once; it ends with this command otherwise.
         watchdog = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "balancebench.reaper",
-                str(os.getpid()),
-                str(group_file),
-                tracking.tracking_uri(),
-            ],
+            [sys.executable, "-m", "balancebench.reaper", str(os.getpid()), str(group_file)],
+            env={**os.environ, "MLFLOW_TRACKING_URI": tracking.tracking_uri()},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,

@@ -249,7 +249,7 @@ def stop_orphaned_groups(folder: Path) -> list[int]:
     return [pgid for path in found if (pgid := _stop_recorded_group(path)) is not None]
 
 
-def watch(owner_pid: int, group_record: Path, tracking_uri: str) -> None:
+def watch(owner_pid: int, group_record: Path) -> None:
     """The watchdog of one ``balancebench`` command (its own session, so a signal to the
     command's group does not reach it): block until the command's process ends; if it
     ended without dropping its group record (SIGKILL, a crash), stop the group it owned
@@ -269,10 +269,9 @@ def watch(owner_pid: int, group_record: Path, tracking_uri: str) -> None:
         return
     stopping_ms = int(time.time() * 1000)
     _stop_recorded_group(group_record)
-    import mlflow
+    import mlflow  # on the store of ``MLFLOW_TRACKING_URI``, set by the command that
 
-    # The store's URI comes from the command (tracking imports this module, not back).
-    mlflow.set_tracking_uri(tracking_uri)
+    # started this watchdog (in its environment, not on a command line every user reads)
     close_runs_of_owner(
         mlflow,
         owner_pid,
@@ -283,7 +282,7 @@ def watch(owner_pid: int, group_record: Path, tracking_uri: str) -> None:
     )
 
 
-if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECORD URI
+if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECORD
     import sys
 
-    watch(int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
+    watch(int(sys.argv[1]), Path(sys.argv[2]))
