@@ -67,7 +67,7 @@ ARCHITECTURES = ["dynamic", "bi", "bi6", "operator_set", "operator_parallel", "q
 @pytest.mark.parametrize("operator", [EQUI_JOIN, BAND_JOIN])
 @pytest.mark.parametrize("n_nodes", [1, 2, 3, 4, 5, 8, 13, 16])
 def test_every_pair_meets_exactly_once(name, operator, n_nodes):
-    rng = np.random.default_rng(n_nodes * 7 + len(name) + len(operator))
+    rng = np.random.default_rng(n_nodes * 7 + len(name) + len(operator.name))
     side, ids, keys = _stream(rng, 700, 40)
     width = operator.key_reach(2)
     extra = {"group_split": "proportional"} if name in ("bi", "bi6") and n_nodes % 2 else {}
