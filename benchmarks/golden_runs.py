@@ -33,9 +33,8 @@ TIMED_MODEL_METRICS = ("plan_time", "wall", "_per_wall_s")
 
 
 def _workload_runs(spark: Any) -> dict[str, Any]:
-    from balancebench.params import validate_params
-
     from balancebench.experiment import LoadedCell
+    from balancebench.experiment_params import validate_params
 
     out: dict[str, Any] = {}
     for workload, strategies in RUNS:
