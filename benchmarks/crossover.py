@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from balancebench.experiment import LoadedCell, report_run
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.schema import positive_int
 from balancebench.sweep_grid import repetition_columns
 
@@ -65,7 +65,7 @@ FIGURES = (
 )
 
 
-def point_params(workload: str, skew: float, load: int, args: argparse.Namespace) -> dict[str, Any]:
+def point_params(workload: str, skew: float, load: int, args: argparse.Namespace) -> ExperimentSpec:
     """The checked Params of one point: ``load`` tuples per node and batch."""
     per_batch = load * args.nodes
     total = per_batch * args.batches
@@ -83,8 +83,8 @@ def point_params(workload: str, skew: float, load: int, args: argparse.Namespace
     }
     if workload == "eq5":
         sf = max(0.001, round(total / (LINEITEM_PER_SF + 10_000), 4))
-        return validate_params({**common, "tpch_scale_factor": sf})
-    return validate_params(
+        return ExperimentSpec.checked({**common, "tpch_scale_factor": sf})
+    return ExperimentSpec.checked(
         {
             **common,
             "n_tuples": total,

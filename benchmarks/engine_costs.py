@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_runs
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.hashing import FRACTION_UNITS
 from balancebench.schema import positive_int
 from balancebench.stats import repetition_stats
@@ -58,9 +58,9 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def topk_params(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+def topk_params(args: argparse.Namespace, **overrides: Any) -> ExperimentSpec:
     """``make run``'s defaults (TOPK, 4.5M tuples at 750k/s, 6 batches, 8 nodes)."""
-    return validate_params({"warmup_batches": 2, **overrides})
+    return ExperimentSpec.checked({"warmup_batches": 2, **overrides})
 
 
 def section_routing(spark: Any, args: argparse.Namespace) -> None:
@@ -242,8 +242,8 @@ def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]
     return runs
 
 
-def eq5_params(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
-    return validate_params(
+def eq5_params(args: argparse.Namespace, names: list[str]) -> ExperimentSpec:
+    return ExperimentSpec.checked(
         {
             "workload": "eq5",
             "strategies": names,

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_rounds
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.schema import positive_int
 
 #: The cells, run in this order: (join_arrival, Zipf s or None for ``--skew``, strategies).
@@ -51,9 +51,11 @@ CELLS = (
 )
 
 
-def skew_params(skew: float, names: list[str], args: argparse.Namespace, arrival: str) -> dict:
+def skew_params(
+    skew: float, names: list[str], args: argparse.Namespace, arrival: str
+) -> ExperimentSpec:
     """The checked Params of one cell's runs (the dataset's and the stream's among them)."""
-    return validate_params(
+    return ExperimentSpec.checked(
         {
             "workload": "eq5",
             "join_arrival": arrival,

@@ -34,14 +34,14 @@ TIMED_MODEL_METRICS = ("plan_time", "wall", "_per_wall_s")
 
 def _workload_runs(spark: Any) -> dict[str, Any]:
     from balancebench.experiment import LoadedCell
-    from balancebench.experiment_params import validate_params
+    from balancebench.experiment_params import ExperimentSpec
 
     out: dict[str, Any] = {}
     for workload, strategies in RUNS:
         small = {"n_tuples": 60_000, "n_keys": 500} if workload == "topk" else {}
         if workload != "topk":
             small = {"tpch_scale_factor": 0.005}
-        params = validate_params(
+        params = ExperimentSpec.checked(
             {
                 "workload": workload,
                 "strategies": list(strategies),

@@ -34,13 +34,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from balancebench.experiment import LoadedCell
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.schema import positive_int
 from balancebench.sweep_grid import repetition_columns
 
@@ -49,9 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SPLIT = ("cpu_communication_s_total", "cpu_processing_s_total", "cpu_idle_s_total")
 
 
-def cell_params(n_nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+def cell_params(n_nodes: int, args: argparse.Namespace) -> ExperimentSpec:
     """The checked Params of one node count's runs (the dataset's among them)."""
-    return validate_params(
+    return ExperimentSpec.checked(
         {
             "workload": "band",
             "strategies": list(SCHEMES),

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.experiment import LoadedCell, rotated_rounds
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.paths import local_dir
 from balancebench.schema import positive_int
 from balancebench.strategies import STRATEGIES
@@ -84,12 +84,12 @@ def dataset(workload: str, skew: float, args: argparse.Namespace) -> tuple[str, 
     }
 
 
-def cell_params(workload: str, skew: float, args: argparse.Namespace) -> dict[str, Any]:
+def cell_params(workload: str, skew: float, args: argparse.Namespace) -> ExperimentSpec:
     """The checked Params of one (workload, skew): its dataset's and every strategy of
     ``--strategies`` that serves the workload's operator (an unknown name is refused)."""
     name_ds, dataset_params = dataset(workload, skew, args)
     op = get_workload(workload).operator
-    return validate_params(
+    return ExperimentSpec.checked(
         {
             "workload": workload,
             "dataset": name_ds,

@@ -21,14 +21,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from balancebench.experiment import execute
-from balancebench.experiment_params import validate_params
+from balancebench.experiment import engine_config, execute
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.generators import generate, generator_params
 from balancebench.paths import datasets_dir
 from balancebench.schema import positive_int
 from balancebench.strategies import get_strategy, strategy_settings
 from balancebench.streams import build_stream
-from balancebench.workloads import get_workload
 
 
 def main() -> None:
@@ -41,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     try:  # every input checked before any work: the message names the Param
         cells = [
-            validate_params(
+            ExperimentSpec.checked(
                 {
                     "workload": workload,
                     "strategies": ["hash", "mnrt"],
@@ -59,7 +58,7 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.spark.replay_stream import EngineConfig, load_replay, release_replay
+    from balancebench.spark.replay_stream import load_replay, release_replay
     from balancebench.spark.session import get_session
 
     spark = get_session("balancebench-state-checkpoint", master="local[*]")
@@ -71,15 +70,7 @@ def main() -> None:
         )
         stream = build_stream(workload, folder, params)
         df, interval = load_replay(spark, stream, params["n_batches"], params["n_senders"])
-        config = EngineConfig(
-            get_workload(workload),
-            args.nodes,
-            args.batches,
-            interval,
-            params["window_s"],
-            params["band_width"],
-            params["top_k"],
-        )
+        config = engine_config(params, interval, spark.sparkContext.master)
         # Warm the JVM once per workload (untimed), then alternate the two modes.
         execute(spark, df, replace(config, n_batches=1), get_strategy("hash"), "hash", params)
         for name in params["strategies"]:

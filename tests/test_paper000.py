@@ -73,9 +73,9 @@ def test_the_tolerance_figure_varies_the_tolerance_per_cell():
     assert {c.strategy for c in found} == {"qmmp", "mnrt", "readj"}
     assert found[0].label.endswith(f"· tol={found[0].tolerance:g}")
     # each cell runs at its own tolerance, not the trigger's 0.3
-    from balancebench.sweep_grid import cell_params
+    from balancebench.sweep_grid import cell_spec
 
-    assert {cell_params(params, c)["tolerance"] for c in found} == {0.02, 0.05, 0.1, 0.2, 0.4}
+    assert {cell_spec(params, c).tolerance for c in found} == {0.02, 0.05, 0.1, 0.2, 0.4}
     # without the axis, no cell carries one and the labels are unchanged
     plain = cells(validate_sweep_params({})["grid"])
     assert all(c.tolerance is None and "tol=" not in c.label for c in plain)

@@ -274,18 +274,13 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
             client.log_param(rep, "dataset_digest", "sha256:x")
             client.set_terminated(rep, "FINISHED")
             reps.append(rep)
-        generated = {
-            "params": params,
-            "parent_run_id": parent,
-            "dag_id": "nightly_sweep",
-            "run_id": dag_run,
-        }
-        return generated, reps
+        generated = pipeline.Generated("nightly_sweep", dag_run, parent, params, {})
+        return generated.to_xcom(), reps
 
     first, _ = sweep("manual__first", [1.0, 1.01, 0.99])
     assert "no history yet" in pipeline.sweep_summarize_step(first)["summary"]
     second, _ = sweep("manual__second", [1.0, 1.02, 1.01])
-    earlier = tracking.child_runs(tracking.child_runs(first["parent_run_id"]).iloc[0]["run_id"])
+    earlier = tracking.child_runs(tracking.child_runs(first["run"]).iloc[0]["run_id"])
     result = pipeline.sweep_summarize_step(second)
     line = next(x for x in result["summary"].splitlines() if x.startswith(f"  {label}: "))
     assert line.startswith(f"  {label}: checked against 3 earlier run(s) (last: ")

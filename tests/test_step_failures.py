@@ -10,29 +10,27 @@ import os
 import pytest
 
 from balancebench import pipeline, tracking
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 
 
-def _open_parent(dag_run: str) -> dict:
-    params = validate_params({"experiment": "step-failures", "n_tuples": 1000})
+def _open_parent(dag_run: str, dataset_dir: str = "/nonexistent/dataset") -> dict:
+    params = ExperimentSpec.checked({"experiment": "step-failures", "n_tuples": 1000})
     parent = tracking.start_parent_run(
         "step-failures", {"n_tuples": 1000}, "balance_experiment", dag_run, "sha256:none"
     )
-    return {
-        "parent_run_id": parent,
-        "params": params,
-        "dataset_dir": "/nonexistent/dataset",
-        "dag_id": "balance_experiment",
-        "run_id": dag_run,
-    }
+    dataset = pipeline.Dataset(dataset_dir, "sha256:none", {"events": 1000})
+    generated = pipeline.Generated(
+        "balance_experiment", dag_run, parent, params.to_json(), {"topic_stream": dataset}
+    )
+    return generated.to_xcom()
 
 
 def test_a_failing_validate_step_closes_its_parent_failed_with_the_cause(local_state, tmp_path):
     (tmp_path / "manifest.json").write_text("[1, 2]")
-    generated = {**_open_parent("manual__validate"), "dataset_dir": str(tmp_path)}
+    generated = _open_parent("manual__validate", str(tmp_path))
     with pytest.raises(ValueError, match="not a dataset manifest"):
         pipeline.validate_step(generated)
-    run = tracking.store().get_run(generated["parent_run_id"])
+    run = tracking.store().get_run(generated["run"])
     assert run.info.status == "FAILED"
     cause = run.data.tags[tracking.FAILURE_TAG]
     assert cause.startswith("ValueError: dataset_dir: manifest.json in")
@@ -46,21 +44,21 @@ def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
     other = _open_parent("manual__other")  # another DAG run's parent: left alone
     client = tracking.client()
     child = client.create_run(
-        client.get_run(generated["parent_run_id"]).info.experiment_id,
-        tags={"mlflow.parentRunId": generated["parent_run_id"]},
+        client.get_run(generated["run"]).info.experiment_id,
+        tags={"mlflow.parentRunId": generated["run"]},
     ).info.run_id
     client.log_param(child, "strategy", "hash")
     client.set_terminated(child, "FINISHED")
     blocked = local_state / "results"
     blocked.mkdir(parents=True, exist_ok=True)
-    (blocked / generated["parent_run_id"]).write_text("a file where a folder goes")
+    (blocked / generated["run"]).write_text("a file where a folder goes")
     with pytest.raises(OSError) as raised:
         pipeline.compare_step(generated)
     assert raised.value.errno in (errno.EEXIST, errno.ENOTDIR)
-    run = tracking.store().get_run(generated["parent_run_id"])
+    run = tracking.store().get_run(generated["run"])
     assert run.info.status == "FAILED"
-    assert generated["parent_run_id"] in run.data.tags[tracking.FAILURE_TAG]
-    assert tracking.store().get_run(other["parent_run_id"]).info.status == "RUNNING"
+    assert generated["run"] in run.data.tags[tracking.FAILURE_TAG]
+    assert tracking.store().get_run(other["run"]).info.status == "RUNNING"
 
 
 def test_failure_cause_is_one_short_escaped_line():
@@ -95,7 +93,7 @@ def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
     spark_run.MlflowRunsListener().on_dag_run_failed(
         dag_run=dag_run, msg="Dag Run's state was manually set to `failed`."
     )
-    run = tracking.store().get_run(stopped["parent_run_id"])
+    run = tracking.store().get_run(stopped["run"])
     assert run.info.status == "KILLED"
     assert "manually set to `failed`" in run.data.tags["balancebench.killed_reason"]
-    assert tracking.store().get_run(other["parent_run_id"]).info.status == "RUNNING"
+    assert tracking.store().get_run(other["run"]).info.status == "RUNNING"

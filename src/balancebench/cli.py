@@ -32,7 +32,7 @@ from rich.table import Table
 from balancebench import reaper, tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
-from balancebench.experiment_params import check_inputs, defaults, validate_params
+from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
 from balancebench.local_env import airflow_env, check_spark_master
 from balancebench.paths import (
     datasets_dir,
@@ -250,7 +250,9 @@ def run(
     """Run the DAG once with ``airflow dags test`` and print the comparison."""
 
     def check() -> dict:
-        params = validate_params(parse_json_object(conf, "CONF"))
+        # Refused here before Airflow starts; the DAG's generate step is the door of the
+        # run itself (a trigger from the UI passes only there).
+        params = ExperimentSpec.checked(parse_json_object(conf, "CONF")).to_json()
         check_inputs(params)
         return params
 

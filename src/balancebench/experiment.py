@@ -29,11 +29,10 @@ import pyarrow.parquet as pq
 
 from balancebench import metrics, reaper, replay, tracking
 from balancebench.compare import BATCH_PREFIX, headline_metrics, logged_name
-from balancebench.experiment_params import applicable_params, validate_params
+from balancebench.experiment_params import ExperimentSpec, applicable_params
 from balancebench.paths import results_dir
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
 from balancebench.streams import ReplayStream, build_stream
-from balancebench.workloads import get_workload
 
 T = TypeVar("T")
 
@@ -41,11 +40,12 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class RunSpec:
     """Everything a strategy run needs; serialised into the spark-submit arguments (one
-    spec) or a specs file (a sweep application's, :meth:`group_args`)."""
+    spec) or a specs file (a sweep application's, :meth:`group_args`). Its ``params`` were
+    checked at the door (:meth:`ExperimentSpec.checked`) and travel as their JSON form."""
 
     dataset_dir: str
     strategy: str
-    params: dict[str, Any]
+    params: ExperimentSpec
     parent_run_id: str | None = None
     dag_id: str = ""
     dag_run_id: str = ""
@@ -59,24 +59,28 @@ class RunSpec:
     #: Test hook of the nightly sweep's regression check (``Strategy.extra_plan_work_ms``).
     plan_extra_work_ms: float = 0.0
 
-    def to_args(self) -> list[str]:
-        return ["--spec", json.dumps(self.__dict__, sort_keys=True)]
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "params": self.params.to_json()}
 
     @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        return cls(**json.loads(text))
+    def from_json(cls, data: str | dict[str, Any]) -> RunSpec:
+        fields = json.loads(data) if isinstance(data, str) else dict(data)
+        return cls(**{**fields, "params": ExperimentSpec.from_json(fields["params"])})
+
+    def to_args(self) -> list[str]:
+        return ["--spec", json.dumps(self.to_json(), sort_keys=True)]
 
     @staticmethod
     def group_args(specs: Sequence[RunSpec], path: Path) -> list[str]:
         """The spark-submit arguments of runs that share one application: the specs go to
         a file (``path``), as Linux caps one argument at 128 KiB and a spec is ~4 kB."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps([s.__dict__ for s in specs], sort_keys=True))
+        path.write_text(json.dumps([s.to_json() for s in specs], sort_keys=True))
         return ["--specs-file", str(path)]
 
     @classmethod
     def read_group(cls, path: str) -> list[RunSpec]:
-        return [cls(**spec) for spec in json.loads(Path(path).read_text())]
+        return [cls.from_json(spec) for spec in json.loads(Path(path).read_text())]
 
 
 def event_times(stream: ReplayStream) -> np.ndarray:
@@ -224,7 +228,7 @@ def execute(
     config: Any,
     strategy: Any,
     name: str,
-    params: dict[str, Any],
+    params: ExperimentSpec,
     on_batch: Any = None,
     harness_hook: Any = None,
 ) -> list[Any]:
@@ -233,7 +237,7 @@ def execute(
     from balancebench.spark.runners import make_runner
 
     runner = make_runner(
-        spark, stream_df, config, strategy, name, params["tolerance"], on_batch, harness_hook
+        spark, stream_df, config, strategy, name, params.tolerance, on_batch, harness_hook
     )
     batches = runner.run()
     router = getattr(runner, "router", None)
@@ -243,37 +247,37 @@ def execute(
     return batches
 
 
-def fresh_strategy(name: str, params: dict[str, Any]) -> Any:
+def fresh_strategy(name: str, params: ExperimentSpec) -> Any:
     """A new instance of strategy ``name`` with the Params' settings for it."""
-    return get_strategy(name, n_nodes=params["n_nodes"], **strategy_settings(name, params))
+    return get_strategy(name, n_nodes=params.n_nodes, **strategy_settings(name, params))
 
 
-def warm_up(spark: Any, stream_df: Any, config: Any, name: str, params: dict[str, Any]) -> None:
-    """``params["warmup_batches"]`` untimed batches under a fresh instance of strategy
+def warm_up(spark: Any, stream_df: Any, config: Any, name: str, params: ExperimentSpec) -> None:
+    """``params.warmup_batches`` untimed batches under a fresh instance of strategy
     ``name``, so the JIT and first-use costs of its code paths (routing table, migration:
     2 batches) do not land on the measured batches that follow."""
 
-    if params["warmup_batches"]:
-        batches = min(params["warmup_batches"], config.n_batches)
+    if params.warmup_batches:
+        batches = min(params.warmup_batches, config.n_batches)
         warm = replace(config, n_batches=batches, warm_up=True)
         execute(spark, stream_df, warm, fresh_strategy(name, params), name, params)
 
 
-def engine_config(params: dict[str, Any], interval_s: float, master: str) -> Any:
+def engine_config(params: ExperimentSpec, interval_s: float, master: str) -> Any:
     """The engine configuration of a run from its checked Params: the one place it is
     built (runs of the DAGs and of the benchmarks alike)."""
     from balancebench.spark.replay_stream import EngineConfig
 
     return EngineConfig(
-        workload=get_workload(params["workload"]),
-        n_nodes=params["n_nodes"],
-        n_batches=params["n_batches"],
+        workload=params.workload,
+        n_nodes=params.n_nodes,
+        n_batches=params.n_batches,
         interval_s=interval_s,
-        window_s=params["window_s"],
-        band_width=params["band_width"],
-        top_k=params["top_k"],
-        node_capacity_state_tuples=params["node_capacity_state_tuples"],
-        reliable_state=reliable_state(params["state_checkpoint"], master),
+        window_s=params.window_s,
+        band_width=params.band_width,
+        top_k=params.top_k,
+        node_capacity_state_tuples=params.node_capacity_state_tuples,
+        reliable_state=reliable_state(params.state_checkpoint, master),
     )
 
 
@@ -286,7 +290,7 @@ class LoadedCell:
     def __init__(
         self,
         spark: Any,
-        params: dict[str, Any],
+        params: ExperimentSpec,
         stream: ReplayStream | None = None,
         warmed: set[str] | None = None,
     ) -> None:
@@ -297,16 +301,16 @@ class LoadedCell:
             from balancebench.generators import generate, generator_params
             from balancebench.paths import datasets_dir
 
-            name = params["dataset"]
+            name = params.dataset
             folder, _ = generate(name, datasets_dir(), generator_params(name, params))
-            stream = build_stream(params["workload"], folder, params)
+            stream = build_stream(params.workload.name, folder, params)
         self.stream = stream
         self.df, self.interval_s = load_replay(
-            spark, self.stream, params["n_batches"], params["n_senders"]
+            spark, self.stream, params.n_batches, params.n_senders
         )
         self.config = engine_config(params, self.interval_s, spark.sparkContext.master)
         self.times = event_times(self.stream)
-        self.batch_of = replay.batch_index(self.times, self.interval_s, params["n_batches"])
+        self.batch_of = replay.batch_index(self.times, self.interval_s, params.n_batches)
         #: The strategies already warmed up in this application (shared by the datasets
         #: an application loads in turn: the JIT's work is the application's).
         self.warmed: set[str] = set() if warmed is None else warmed
@@ -335,7 +339,7 @@ class LoadedCell:
             self.times,
             self.batch_of,
             self.interval_s,
-            self.params["network_bandwidth_mb_per_s"],
+            self.params.network_bandwidth_mb_per_s,
         )
         summary["wall_s"] = wall_s
         summary["oracle_passed"] = float(all(b.oracle_passed for b in batches))
@@ -444,18 +448,18 @@ def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Checked:
-    """A run's spec at the door: its Params validated, its strategy built."""
+    """A run's spec, its strategy built (its Params were checked at the door)."""
 
     spec: RunSpec
-    params: dict[str, Any]
+    params: ExperimentSpec
     strategy: Any
 
 
 def _check(spec: RunSpec) -> _Checked:
-    params = validate_params(spec.params)
-    if spec.strategy not in params["strategies"]:
+    params = spec.params
+    if spec.strategy not in params.strategies:
         raise ValueError(
-            f"strategy: {spec.strategy!r} is not in params.strategies {params['strategies']}"
+            f"strategy: {spec.strategy!r} is not in params.strategies {list(params.strategies)}"
         )
     strategy = fresh_strategy(spec.strategy, params)
     strategy.extra_plan_work_ms = spec.plan_extra_work_ms
@@ -464,7 +468,7 @@ def _check(spec: RunSpec) -> _Checked:
 
 def _dataset_key(run: _Checked) -> tuple[str, str]:
     """What a loaded dataset is: the dataset and every Param but the strategy."""
-    params = {k: v for k, v in run.params.items() if k != "strategies"}
+    params = {k: v for k, v in run.params.to_json().items() if k != "strategies"}
     return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
 
@@ -493,9 +497,10 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         raise ValueError("specs: no run given; allowed: at least one RunSpec")
     runs = [_check(spec) for spec in specs]  # every spec at the door, before the JVM
     segments = dataset_segments(runs)
-    workloads = sorted({r.params["workload"] for r in runs})
+    workloads = sorted({r.params.workload.name for r in runs})
     streams = [
-        build_stream(s[0].params["workload"], s[0].spec.dataset_dir, s[0].params) for s in segments
+        build_stream(s[0].params.workload.name, s[0].spec.dataset_dir, s[0].params)
+        for s in segments
     ]
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
@@ -548,7 +553,7 @@ class _Application:
     ) -> None:
         """One dataset's runs, in order, with progress lines."""
         params = runs[0].params
-        workload = get_workload(params["workload"])
+        workload = params.workload
         shared_params = {
             "workload": workload.name,
             "operator": workload.operator.name,
@@ -640,7 +645,7 @@ def _measure(
 ) -> dict[str, Any]:
     """One run of an application: its MLflow run opened, warmed up, measured, logged."""
     spec, params, strategy = run.spec, run.params, run.strategy
-    experiment_id = tracking.ensure_experiment(params["experiment"])
+    experiment_id = tracking.ensure_experiment(params.experiment)
     run_params = {
         # Only what applies to this run: not other datasets', strategies' or workloads'.
         # The strategy's own parameters are among them, once (<strategy>_<param>).
@@ -685,8 +690,8 @@ def _measure(
                 on_batch=lambda r: _log_batch(
                     r,
                     spec.run_name or spec.strategy,
-                    params["n_batches"],
-                    params["network_bandwidth_mb_per_s"],
+                    params.n_batches,
+                    params.network_bandwidth_mb_per_s,
                 ),
             )
         except AssertionError:
@@ -701,7 +706,7 @@ def _measure(
         record = {
             "run_id": active.info.run_id,
             "strategy": spec.strategy,
-            "workload": params["workload"],
+            "workload": params.workload.name,
             "spark_master": shared_params["spark_master"],
             "run_index": position.in_application,
             "dataset_run_index": position.on_dataset,

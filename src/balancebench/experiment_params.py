@@ -7,6 +7,9 @@ the same message everywhere: the field, the value and what is allowed, before an
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
@@ -19,7 +22,13 @@ from balancebench.strategies import (
     strategy_settings,
 )
 from balancebench.validation import VALIDATION_DEFAULTS
-from balancebench.workloads import WORKLOADS, check_dataset, check_strategy, get_workload
+from balancebench.workloads import (
+    WORKLOADS,
+    Workload,
+    check_dataset,
+    check_strategy,
+    get_workload,
+)
 
 EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
     "workload": {
@@ -271,6 +280,126 @@ def validate_params(values: dict[str, Any]) -> dict[str, Any]:
             check_scale_out(name, workload.operator)
     check_work(params)
     return params
+
+
+class ExperimentSpec(Mapping[str, Any]):
+    """The Params of one experiment, checked once at the door and trusted after it.
+
+    The doors are the places a user's values come in: the CLI, a DAG's generate step, the
+    sweep grid's cells and the benchmarks, each calling :meth:`checked`. After the door
+    the spec travels as its own JSON form (:meth:`to_json`, over XCom and across the
+    spark-submit boundary) and is rebuilt by :meth:`from_json` with no second check: it
+    was written by :meth:`to_json` of a checked spec.
+
+    Frozen. The Params the engine, the runners and the strategies read are typed
+    attributes; every other Param (a dataset's, a strategy's own) is read by name, as in
+    a mapping, and every Param is there, with its default filled in.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any], *, _trusted: bool = False) -> None:
+        if not _trusted:
+            raise TypeError("an ExperimentSpec is made by ExperimentSpec.checked or from_json")
+        object.__setattr__(self, "_values", MappingProxyType(dict(values)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an ExperimentSpec is frozen; make a new one with checked()")
+
+    @classmethod
+    def checked(cls, values: Mapping[str, Any]) -> ExperimentSpec:
+        """The door: ``values`` with defaults filled in, every value and their combination
+        checked (:func:`validate_params`); ``ValueError`` names each bad field and what is
+        allowed."""
+        return cls(validate_params(dict(values)), _trusted=True)
+
+    @classmethod
+    def from_json(cls, data: str | Mapping[str, Any]) -> ExperimentSpec:
+        """A checked spec back from its JSON form (text or the decoded object)."""
+        return cls(json.loads(data) if isinstance(data, str) else data, _trusted=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: every Param by name (a plain dict, for XCom and spec files)."""
+        return dict(self._values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ExperimentSpec({self.workload.name}, {list(self.strategies)}, N={self.n_nodes})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExperimentSpec) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True, default=str))
+
+    @property
+    def workload(self) -> Workload:
+        return get_workload(self._values["workload"])
+
+    @property
+    def dataset(self) -> str:
+        """The generator's name (``auto`` was resolved at the door)."""
+        return str(self._values["dataset"])
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        return tuple(self._values["strategies"])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self._values["n_nodes"])
+
+    @property
+    def n_senders(self) -> int:
+        return int(self._values["n_senders"])
+
+    @property
+    def tolerance(self) -> float:
+        return float(self._values["tolerance"])
+
+    @property
+    def n_batches(self) -> int:
+        return int(self._values["n_batches"])
+
+    @property
+    def warmup_batches(self) -> int:
+        return int(self._values["warmup_batches"])
+
+    @property
+    def state_checkpoint(self) -> str:
+        return str(self._values["state_checkpoint"])
+
+    @property
+    def window_s(self) -> float:
+        return float(self._values["window_s"])
+
+    @property
+    def band_width(self) -> int:
+        return int(self._values["band_width"])
+
+    @property
+    def top_k(self) -> int:
+        return int(self._values["top_k"])
+
+    @property
+    def node_capacity_state_tuples(self) -> int | None:
+        return self._values["node_capacity_state_tuples"]
+
+    @property
+    def network_bandwidth_mb_per_s(self) -> float:
+        return float(self._values["network_bandwidth_mb_per_s"])
+
+    @property
+    def experiment(self) -> str:
+        return str(self._values["experiment"])
 
 
 #: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-26):

@@ -1,9 +1,10 @@
 """The steps of the four DAGs (``balance_experiment``, ``generate_dataset``,
 ``model_experiment``, ``nightly_sweep``) as plain functions (no Airflow import).
 
-The DAG files only wire these together; each is testable without Airflow. Data passed
-between steps is a small JSON-able dict (an Airflow XCom). A step that raises closes the
-runs of its DAG run still RUNNING as FAILED with the cause (``ends_runs_on_failure``).
+The DAG files only wire these together; each is testable without Airflow. What a
+generate step hands the later steps is one shape for every DAG, :class:`Generated`, passed
+as its JSON form (an Airflow XCom). A step that raises closes the runs of its DAG run
+still RUNNING as FAILED with the cause (``ends_runs_on_failure``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,15 +28,74 @@ from balancebench.compare import (
 )
 from balancebench.experiment import APPLICATION_TAG, RunSpec
 from balancebench.experiment_params import (
+    ExperimentSpec,
     applicable_params,
     validate_dataset_params,
-    validate_params,
 )
 from balancebench.generators import generate, generator_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from balancebench.validation import ValidationReport, validate_dataset
 
 Step = TypeVar("Step", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A written (or reused) dataset: its folder, digest and rows per table."""
+
+    dir: str
+    digest: str
+    rows: dict[str, int]
+
+    @classmethod
+    def of(cls, folder: Path | str, manifest: Any) -> Dataset:
+        rows = {t: int(f["rows"]) for t, f in manifest.tables.items()}
+        return cls(str(folder), manifest.digest, rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Generated:
+    """What every DAG's generate step hands its later steps (one shape for the four DAGs),
+    over XCom as its JSON form (:meth:`to_xcom`, :meth:`from_xcom`).
+
+    ``params`` are the DAG's Params checked at the door (for ``balance_experiment`` an
+    :class:`ExperimentSpec`'s JSON form, :attr:`spec`); ``run`` is the MLflow run the
+    later steps log to (the parent, the dataset's run, the sweep's); ``datasets`` the
+    datasets written, by key (one DAG's dataset, or one per (dataset, zipf_s) of a sweep);
+    ``cells`` a sweep's cells' experiment specs by label, checked once here."""
+
+    dag_id: str
+    run_id: str
+    run: str
+    params: dict[str, Any]
+    datasets: dict[str, Dataset]
+    cells: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    expected_children: int = 0
+
+    def to_xcom(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_xcom(cls, data: dict[str, Any] | Generated) -> Generated:
+        if isinstance(data, Generated):
+            return data
+        datasets = {k: Dataset(**d) for k, d in data["datasets"].items()}
+        return cls(**{**data, "datasets": datasets})
+
+    @property
+    def dataset(self) -> Dataset:
+        """The DAG's one dataset (every DAG but the sweep has one)."""
+        (only,) = self.datasets.values()
+        return only
+
+    @property
+    def spec(self) -> ExperimentSpec:
+        """``balance_experiment``'s checked Params."""
+        return ExperimentSpec.from_json(self.params)
+
+    def cell_spec(self, label: str) -> ExperimentSpec:
+        """A sweep cell's checked Params."""
+        return ExperimentSpec.from_json(self.cells[label])
 
 
 def ends_runs_on_failure(step: Step) -> Step:
@@ -53,6 +113,7 @@ def ends_runs_on_failure(step: Step) -> Step:
             return step(*args, **kwargs)
         except Exception as exc:
             found = [a for a in args if isinstance(a, dict) and "run_id" in a]
+            found = found or [dataclasses.asdict(a) for a in args if isinstance(a, Generated)]
             ids = (found[0]["dag_id"], found[0]["run_id"]) if found else args[1:3]
             if len(ids) == 2 and all(isinstance(i, str) for i in ids):
                 with contextlib.suppress(Exception):  # the store may be what failed
@@ -66,8 +127,10 @@ def ends_runs_on_failure(step: Step) -> Step:
 
 @ends_runs_on_failure
 def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """Validate Params, write (or reuse) the dataset, open the MLflow parent run."""
-    p = validate_params(params)  # also checks the (workload, dataset, strategies) choice
+    """The door: check the Params (:meth:`ExperimentSpec.checked`, the combination of
+    workload, dataset and strategies too), write (or reuse) the dataset, open the MLflow
+    parent run. Returns the :class:`Generated` hand-off's JSON form."""
+    p = ExperimentSpec.checked(params)
     name = f"{p['workload']} · {', '.join(p['strategies'])} · s={p['zipf_s']:g} · N={p['n_nodes']}"
     description = (
         f"{dag_id} {run_id}: {p['workload']} on dataset {p['dataset']} (zipf_s {p['zipf_s']:g}, "
@@ -77,9 +140,9 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
         "added when the run ends."
     )
     dataset_dir, manifest, parent = _open_parent(
-        p["dataset"],
+        p.dataset,
         p,
-        applicable_params(p, p["strategies"]),
+        applicable_params(p, list(p.strategies)),
         dag_id,
         run_id,
         run_name=f"{name} ({run_id})",
@@ -88,20 +151,13 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
     client = tracking.client()
     for name, value in tracking.dataset_metrics(manifest).items():
         client.log_metric(parent, name, value)
-    return {
-        "dataset_dir": str(dataset_dir),
-        "dataset_digest": manifest.digest,
-        "row_count": manifest.row_count,
-        "parent_run_id": parent,
-        "params": p,
-        "dag_id": dag_id,
-        "run_id": run_id,
-    }
+    datasets = {p.dataset: Dataset.of(dataset_dir, manifest)}
+    return Generated(dag_id, run_id, parent, p.to_json(), datasets).to_xcom()
 
 
 def _open_parent(
     dataset: str,
-    p: dict[str, Any],
+    p: Mapping[str, Any],
     logged_params: dict[str, Any],
     dag_id: str,
     run_id: str,
@@ -127,27 +183,20 @@ def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> d
         p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
     )
     run = tracking.start_dataset_run(p["experiment"], p, dag_id, run_id, dataset_dir, manifest)
-    return {
-        "dataset": p["dataset"],
-        "dataset_dir": str(dataset_dir),
-        "dataset_digest": manifest.digest,
-        "rows": {t: f["rows"] for t, f in manifest.tables.items()},
-        "mlflow_run_id": run,
-        "params": p,
-        "dag_id": dag_id,
-        "run_id": run_id,
-    }
+    datasets = {p["dataset"]: Dataset.of(dataset_dir, manifest)}
+    return Generated(dag_id, run_id, run, p, datasets).to_xcom()
 
 
 @ends_runs_on_failure
 def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
     """GX suites of a generated dataset; result and outcome logged to its MLflow run,
     which ends FINISHED or FAILED."""
-    run = generated["mlflow_run_id"]
+    g = Generated.from_xcom(generated)
+    run = g.run
     report = validate_dataset(
-        generated["dataset_dir"],
+        g.dataset.dir,
         validation_dir() / f"{run}.json",
-        {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]},
+        {"zipf_fit_tolerance": g.params["zipf_fit_tolerance"]},
     )
     tracking.log_validation(run, report)
     tracking.end_run(run, "FINISHED" if report.success else "FAILED", report.message())
@@ -157,11 +206,12 @@ def validate_dataset_step(generated: dict[str, Any]) -> ValidationReport:
 @ends_runs_on_failure
 def validate_step(generated: dict[str, Any]) -> ValidationReport:
     """Run the GX suites; the full result goes to ``.local/validation`` and to MLflow."""
-    parent = generated["parent_run_id"]
+    g = Generated.from_xcom(generated)
+    parent = g.run
     report = validate_dataset(
-        generated["dataset_dir"],
+        g.dataset.dir,
         validation_dir() / f"{parent}.json",
-        {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]},
+        {"zipf_fit_tolerance": g.params["zipf_fit_tolerance"]},
     )
     tracking.log_validation(parent, report)
     if not report.success:
@@ -172,21 +222,23 @@ def validate_step(generated: dict[str, Any]) -> ValidationReport:
 def submit_args(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
     """One ``spark_apps/run_workload.py`` submission per strategy (mapped task input):
     ``application_args`` and ``name`` (the strategy; the mapped task shows it)."""
+    g = Generated.from_xcom(generated)
+    spec = g.spec
     return [
         {
             "application_args": RunSpec(
-                dataset_dir=generated["dataset_dir"],
+                dataset_dir=g.dataset.dir,
                 strategy=s,
-                params=generated["params"],
-                parent_run_id=generated["parent_run_id"],
-                dag_id=generated["dag_id"],
-                dag_run_id=generated["run_id"],
+                params=spec,
+                parent_run_id=g.run,
+                dag_id=g.dag_id,
+                dag_run_id=g.run_id,
                 concurrency=concurrency,
                 tags={tracking.SUBMISSION_TAG: uuid.uuid4().hex},
             ).to_args(),
             "name": s,
         }
-        for s in generated["params"]["strategies"]
+        for s in spec.strategies
     ]
 
 
@@ -197,12 +249,13 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     Returns ``(complete, text)``: ``complete`` is False when a strategy has no finished
     child run (its Spark job failed); the parent is then closed as FAILED.
     """
-    parent = generated["parent_run_id"]
+    g = Generated.from_xcom(generated)
+    parent = g.run
     mlflow = tracking.store()
     client = mlflow.MlflowClient()
     children = tracking.child_runs(parent)
     finished = children[children["status"] == "FINISHED"] if len(children) else children
-    expected = generated["params"]["strategies"]
+    expected = list(g.spec.strategies)
     done = set(finished["params.strategy"]) if len(finished) else set()
     missing = [s for s in expected if s not in done]
     if len(finished) == 0:
@@ -217,11 +270,11 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "comparison.csv"
     table.to_csv(csv, index=False)
-    p = generated["params"]
+    p = g.params
     title = (
         f"{p['workload']} on {p['dataset']}: zipf_s {p['zipf_s']:g}, {p['n_tuples']} tuples, "
         f"{p['n_batches']} batches, N = {p['n_nodes']}, seed {p['seed']} "
-        f"(parent run {parent[:8]}, {generated['run_id']})"
+        f"(parent run {parent[:8]}, {g.run_id})"
     )
     png = comparison_figure(table, history, out / "comparison.png", title)
     client.log_artifact(parent, str(csv))
@@ -276,37 +329,38 @@ def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
     dataset = get_model(p["model"]).dataset
     dataset_dir, manifest, parent = _open_parent(dataset, p, sweep_params(p), dag_id, run_id)
     tracking.client().set_tag(parent, "model", p["model"])
-    return {
-        "dataset_dir": str(dataset_dir),
-        "dataset_digest": manifest.digest,
-        "parent_run_id": parent,
-        "params": p,
-        "expected_children": len(p["strategies"]) * len(grid_points(p["grid"])),
-        "dag_id": dag_id,
-        "run_id": run_id,
-    }
+    return Generated(
+        dag_id,
+        run_id,
+        parent,
+        p,
+        {dataset: Dataset.of(dataset_dir, manifest)},
+        expected_children=len(p["strategies"]) * len(grid_points(p["grid"])),
+    ).to_xcom()
 
 
 def model_submit_args(generated: dict[str, Any]) -> list[str]:
     """The ``spark_apps/run_model_sweep.py`` arguments of the sweep."""
     from balancebench.model_experiment import ModelSweepSpec
 
+    g = Generated.from_xcom(generated)
     return ModelSweepSpec(
-        dataset_dir=generated["dataset_dir"],
-        params=generated["params"],
-        parent_run_id=generated["parent_run_id"],
-        dag_id=generated["dag_id"],
-        dag_run_id=generated["run_id"],
+        dataset_dir=g.dataset.dir,
+        params=g.params,
+        parent_run_id=g.run,
+        dag_id=g.dag_id,
+        dag_run_id=g.run_id,
     ).to_args()
 
 
 @ends_runs_on_failure
 def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     """Close the parent: FINISHED when every (strategy, point) has a finished child."""
-    parent = generated["parent_run_id"]
+    g = Generated.from_xcom(generated)
+    parent = g.run
     children = tracking.child_runs(parent)
     finished = children[children["status"] == "FINISHED"] if len(children) else children
-    expected = generated["expected_children"]
+    expected = g.expected_children
     if len(finished) < expected:
         text = f"{len(finished)} of {expected} (strategy, point) runs finished"
         tracking.end_run(parent, "FAILED", text)
@@ -334,21 +388,23 @@ CELL_TAG, SWEEP_TAG, CELL_KEY_TAG = (
 
 @ends_runs_on_failure
 def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """Check the sweep, write (or reuse) one dataset per (dataset, zipf_s) of the grid and
-    open the sweep's MLflow parent run (role ``sweep``)."""
-    from balancebench.sweep_grid import cell_params, cells, validate_sweep_params
+    """The door of a sweep: check its Params and every cell's (``checked_sweep``), write
+    (or reuse) one dataset per (dataset, zipf_s) of the grid and open the sweep's MLflow
+    parent run (role ``sweep``). Returns the :class:`Generated` hand-off's JSON form, the
+    cells' checked specs in it."""
+    from balancebench.sweep_grid import cells, checked_sweep
 
-    p = validate_sweep_params(params)
+    p, specs = checked_sweep(params)
     found = cells(p["grid"])
-    datasets: dict[str, dict[str, Any]] = {}
+    datasets: dict[str, Dataset] = {}
     for cell in found:
-        cp = cell_params(p, cell)
-        key = f"{cp['dataset']}@{cell.zipf_s:g}"
+        spec = specs[cell.label]
+        key = _dataset_key(spec)
         if key not in datasets:
             folder, manifest = generate(
-                cp["dataset"], datasets_dir(), generator_params(cp["dataset"], cp)
+                spec.dataset, datasets_dir(), generator_params(spec.dataset, spec)
             )
-            datasets[key] = {"dir": str(folder), "digest": manifest.digest}
+            datasets[key] = Dataset.of(folder, manifest)
     grid = p["grid"]
     description = (
         f"{dag_id} {run_id}: {len(found)} cells ({' x '.join(_grid_text(grid))}) x "
@@ -367,18 +423,18 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         logged,
         dag_id,
         run_id,
-        ",".join(sorted({d["digest"] for d in datasets.values()})),
+        ",".join(sorted({d.digest for d in datasets.values()})),
         run_name=f"{_sweep_name(p)} · {len(found)} cells x {p['repetitions']} ({run_id})",
         description=description,
         role="sweep",
     )
-    return {
-        "params": p,
-        "datasets": datasets,
-        "parent_run_id": parent,
-        "dag_id": dag_id,
-        "run_id": run_id,
-    }
+    cell_specs = {label: spec.to_json() for label, spec in specs.items()}
+    return Generated(dag_id, run_id, parent, p, datasets, cell_specs).to_xcom()
+
+
+def _dataset_key(spec: ExperimentSpec) -> str:
+    """A sweep's datasets are one per (dataset, zipf_s)."""
+    return f"{spec.dataset}@{spec['zipf_s']:g}"
 
 
 def _sweep_name(params: dict[str, Any]) -> str:
@@ -395,14 +451,13 @@ def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
 @ends_runs_on_failure
 def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
     """The GX suites of every dataset of the sweep; the first failure stops the sweep."""
-    parent = generated["parent_run_id"]
-    tolerance = {"zipf_fit_tolerance": generated["params"]["zipf_fit_tolerance"]}
+    g = Generated.from_xcom(generated)
+    parent = g.run
+    tolerance = {"zipf_fit_tolerance": g.params["zipf_fit_tolerance"]}
     report = None
-    for key, data in sorted(generated["datasets"].items()):
+    for key, data in sorted(g.datasets.items()):
         name = key.replace("@", "-s")
-        report = validate_dataset(
-            data["dir"], validation_dir() / f"{parent}-{name}.json", tolerance
-        )
+        report = validate_dataset(data.dir, validation_dir() / f"{parent}-{name}.json", tolerance)
         tracking.client().log_artifact(parent, str(report.result_path), f"validation/{name}")
         if not report.success:
             tracking.end_run(parent, "FAILED", f"dataset {key}: {report.message()}")
@@ -431,9 +486,10 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     import json
 
     from balancebench.experiment import rotated_rounds
-    from balancebench.sweep_grid import application_label, cell_params, cells
+    from balancebench.sweep_grid import application_label, cells
 
-    p, parent = generated["params"], generated["parent_run_id"]
+    g = Generated.from_xcom(generated)
+    p, parent = g.params, g.run
     mlflow = tracking.store()
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
@@ -447,8 +503,8 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             if value not in share[key]:
                 share[key].append(value)
     for cell in grid_cells:
-        cp = cell_params(p, cell)
-        data = generated["datasets"][f"{cp['dataset']}@{cell.zipf_s:g}"]
+        cp = g.cell_spec(cell.label)
+        data = g.datasets[_dataset_key(cp)]
         applies = applicable_params(cp, [cell.strategy])
         # Same key = comparable history: same cell, same Params (n_tuples, seed, ...),
         # measured the same way: a run's position in its application moves its timings
@@ -465,8 +521,8 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             CELL_TAG: cell.label,
             CELL_KEY_TAG: key,
             SWEEP_TAG: parent,
-            "airflow.dag_id": generated["dag_id"],
-            "airflow.run_id": generated["run_id"],
+            "airflow.dag_id": g.dag_id,
+            "airflow.run_id": g.run_id,
             "mlflow.parentRunId": parent,
         }
         run = client.create_run(
@@ -480,7 +536,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
                 **applies,
                 "strategy": cell.strategy,
                 "repetitions": p["repetitions"],
-                "dataset_digest": data["digest"],
+                "dataset_digest": data.digest,
                 "timed_concurrency": concurrency,
             },
         )
@@ -492,12 +548,12 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         group["by_group"].setdefault(cell.group, []).append(cell)
         # The cell's runs differ in their repetition only (repetition_spec).
         group["cells"][cell.label] = RunSpec(
-            dataset_dir=data["dir"],
+            dataset_dir=data.dir,
             strategy=cell.strategy,
             params=cp,
             parent_run_id=cell_run,
-            dag_id=generated["dag_id"],
-            dag_run_id=generated["run_id"],
+            dag_id=g.dag_id,
+            dag_run_id=g.run_id,
             run_name=cell.label,
             tags={
                 tracking.ROLE_TAG: "repetition",
@@ -575,7 +631,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     from balancebench.stats import repetition_stats
     from balancebench.sweep_grid import cells
 
-    p, parent = generated["params"], generated["parent_run_id"]
+    g = Generated.from_xcom(generated)
+    p, parent = g.params, g.run
     mlflow = tracking.store()
     client = mlflow.MlflowClient()
     experiment_id = tracking.ensure_experiment(p["experiment"])
@@ -667,7 +724,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     measured.insert(0, f"sweep wall time: {wall_s / 60:.1f} min for {finished} finished runs")
     for line in measured:
         print(f"{PROGRESS} {line}", flush=True)
-    title = f"{_sweep_name(p)} {generated['run_id']} (parent run {parent[:8]})"
+    title = f"{_sweep_name(p)} {g.run_id} (parent run {parent[:8]})"
     html_path = write_report(
         table,
         regressed,

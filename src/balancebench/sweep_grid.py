@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any, Final
 
-from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section, validate_params
+from balancebench.experiment_params import EXPERIMENT_PARAMS, ExperimentSpec, param_section
 from balancebench.generators import DATASET_PARAMS
 from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.regression import TIMED
@@ -259,10 +259,11 @@ def cells(grid: dict[str, list[Any]]) -> list[Cell]:
     return out
 
 
-def cell_params(params: dict[str, Any], cell: Cell) -> dict[str, Any]:
-    """The experiment Params of one cell (checked like balance_experiment's)."""
+def cell_spec(params: dict[str, Any], cell: Cell) -> ExperimentSpec:
+    """The experiment Params of one cell, checked at the door like balance_experiment's
+    (:func:`checked_sweep` checks every cell's once)."""
     base = {k: v for k, v in params.items() if k in EXPERIMENT_PARAMS and k != "dataset"}
-    return validate_params(
+    return ExperimentSpec.checked(
         {
             **base,
             "workload": cell.workload,
@@ -275,8 +276,15 @@ def cell_params(params: dict[str, Any], cell: Cell) -> dict[str, Any]:
 
 
 def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
-    """Defaults filled in, every value checked; every grid axis must be served (a
-    strategy with no workload it can serve is named), and the sweep has a size limit."""
+    """The sweep's Params checked (:func:`checked_sweep`), without its cells' specs."""
+    return checked_sweep(values)[0]
+
+
+def checked_sweep(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, ExperimentSpec]]:
+    """The door of a sweep: defaults filled in, every value checked; every grid axis must
+    be served (a strategy with no workload it can serve is named), and the sweep has a
+    size limit. Returns the Params and every cell's checked experiment spec, by label
+    (a strategy that cannot take its shape on a grid's N, bi6 below 12, is named)."""
     figure = values.get("figure", NO_FIGURE)
     if figure not in (None, NO_FIGURE):
         get_figure(figure)  # an unknown figure is named before its preset is looked up
@@ -299,11 +307,7 @@ def validate_sweep_params(values: dict[str, Any]) -> dict[str, Any]:
     slow = params["test_slow_cell"]
     if slow is not None and slow not in labels:
         raise ValueError(f"test_slow_cell: {slow!r} is not a cell; allowed: {sorted(labels)}")
-    # The shared Params with real cells: one per (workload, strategy, n_nodes), so a
-    # strategy that cannot take its shape on a grid's N (bi6 below 12) is named here.
-    for cell in {(c.workload, c.strategy, c.n_nodes): c for c in found}.values():
-        cell_params(params, cell)
-    return params
+    return params, {c.label: cell_spec(params, c) for c in found}
 
 
 def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:

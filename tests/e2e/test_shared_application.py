@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from balancebench.experiment import RunSpec, rotated_rounds
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.paths import datasets_dir
@@ -44,7 +44,7 @@ def _submit(args: list[str]) -> str:
 def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(local_state, tmp_path):
     base = {**TINY, "strategies": ["hash", "mnrt"], "experiment": "e2e-shared-application"}
     # Two cell groups' datasets (two skews), as a sweep's application loads them in turn.
-    params = {z: validate_params({**base, "zipf_s": z}) for z in (0.8, 1.2)}
+    params = {z: ExperimentSpec.checked({**base, "zipf_s": z}) for z in (0.8, 1.2)}
     folders = {
         z: generate(p["dataset"], datasets_dir(), generator_params(p["dataset"], p))[0]
         for z, p in params.items()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 from balancebench.experiment import RunSpec
-from balancebench.experiment_params import validate_params
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.paths import datasets_dir, local_dir
@@ -109,7 +109,7 @@ def test_cluster_result_equals_local(cluster, tmp_path):
     sizes = sorted((w["cores"], w["memory"]) for w in info["workers"] if w["state"] == "ALIVE")
     assert len(sizes) == 2 and sizes[0] != sizes[1]  # heterogeneous workers
 
-    params = validate_params({**TINY, "strategies": ["mnrt"], "experiment": "e2e-cluster"})
+    params = ExperimentSpec.checked({**TINY, "strategies": ["mnrt"], "experiment": "e2e-cluster"})
     folder, _ = generate(
         params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
     )
@@ -141,7 +141,7 @@ def test_a_run_survives_a_lost_executor(cluster, tmp_path):
     on the remaining worker from its reliable state checkpoints (``state_checkpoint``
     'auto' is reliable on a cluster), every batch passes the oracle, and the
     deterministic figures equal a run without the fault."""
-    params = validate_params(
+    params = ExperimentSpec.checked(
         {**TINY, "n_batches": 4, "strategies": ["mnrt"], "experiment": "e2e-lost-executor"}
     )
     folder, _ = generate(

@@ -46,13 +46,13 @@ def test_warm_up_once_per_strategy_and_the_fixed_cost_calibrated_once_per_loaded
 ):
     # Given a small dataset loaded once, as a sweep's cell group loads it
     from balancebench import experiment
-    from balancebench.experiment_params import validate_params
+    from balancebench.experiment_params import ExperimentSpec
     from balancebench.generators import generate, generator_params
     from balancebench.paths import datasets_dir
     from balancebench.spark.engine import Engine
     from balancebench.streams import build_stream
 
-    params = validate_params(
+    params = ExperimentSpec.checked(
         {"n_tuples": 4000, "n_keys": 200, "n_batches": 2, "n_nodes": 4, "warmup_batches": 1}
     )
     folder, _ = generate(

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancebench.experiment_params import ExperimentSpec
 from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
 from balancebench.routing_table import RoutingTable
@@ -128,8 +129,9 @@ def test_unknown_strategy_and_bad_inputs_are_named():
     loads = KeyLoads.from_counts(np.array([1]), np.array([3]), np.array([1.0]))
     with pytest.raises(ValueError, match="n_nodes=2 allows 0..1"):
         get_strategy("qmmp").plan(loads, n_nodes=2, tolerance=0.05)
+    # A tolerance is checked once, at the door (the Params), not again by every plan.
     with pytest.raises(ValueError, match="tolerance"):
-        get_strategy("qmmp").plan(loads, n_nodes=4, tolerance=0)
+        ExperimentSpec.checked({"tolerance": 0})
     with pytest.raises(ValueError, match="KeyLoads.load must be finite and >= 0"):
         KeyLoads.from_counts(np.array([1]), np.array([0]), np.array([-1.0]))
     with pytest.raises(ValueError, match="two rows for key 1 on node 0"):
