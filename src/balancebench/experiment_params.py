@@ -450,9 +450,10 @@ GUARD_ONLY = ("max_estimated_hours",)
 
 #: Params that only some workloads read.
 WORKLOAD_ONLY: dict[str, tuple[str, ...]] = {
-    "band_width": ("band",),
-    "top_k": ("topk",),
-    "join_arrival": ("eq5", "band"),
+    # Said by the workload (its operator's predicate, its top list, its joined sides).
+    "band_width": tuple(w.name for w in WORKLOADS.values() if w.operator.uses_band_width),
+    "top_k": tuple(w.name for w in WORKLOADS.values() if w.top_k),
+    "join_arrival": tuple(w.name for w in WORKLOADS.values() if w.is_join),
 }
 _STRATEGY_PARAMS = {
     strategy_param_name(s, p): s for s, cls in STRATEGIES.items() for p in cls.param_schema

@@ -7,11 +7,16 @@ the engine, the baselines, the routers, the strategies and the oracle ask the op
 - **state and answer** (``aggregates``): an aggregation keeps partial counts per key and
   answers ``(key, count)`` per window; a join stores the tuples of two sides and answers
   the batch's new pairs ``(r_id, s_id)``;
-- **join predicate** (``band``): ``k_r = k_s``, or ``|k_r - k_s| <= band_width`` (the
-  band join probes the ``2 band_width + 1`` candidate keys of a tuple);
+- **join predicate** (``key_offsets``): an R tuple of key ``k`` meets the S tuples whose
+  keys are ``k + lo .. k + hi``: ``(0, 0)`` for an equi-join, ``(-band_width,
+  band_width)`` for a band join. The engine, the baselines and the oracle join on it
+  (``spark.join_keys``), the routers send a tuple within its reach (``key_reach``);
 - **split keys** (``two_stream_rule``): MNRT's two-stream rule (paper 000 §4.2: a split
   key stores one side where it is split and replicates the other to the parts) serves
   equality only; a band join's candidate keys need the other side's parts whole.
+
+A new windowed join is an ``Operator`` subclass with its ``key_offsets``, registered in
+``OPERATORS``, and a workload that runs it (``workloads.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ class Operator:
     name: str
     #: Partial counts per key, answered ``(key, count)``; else a join of two sides.
     aggregates: bool
-    #: Band join: pairs with ``|k_r - k_s| <= band_width``; else equality (or no join).
-    band: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -35,10 +38,25 @@ class Operator:
     def is_join(self) -> bool:
         return not self.aggregates
 
+    def key_offsets(self, band_width: int) -> tuple[int, int]:
+        """The join predicate as a key range: an R tuple of key ``k`` meets the S tuples
+        of keys ``k + lo .. k + hi`` (an equi-join: ``(0, 0)``)."""
+        return (0, 0)
+
+    @property
+    def uses_band_width(self) -> bool:
+        """Whether the Param ``band_width`` changes this operator's predicate."""
+        return self.key_offsets(1) != self.key_offsets(2)
+
+    @property
+    def equality(self) -> bool:
+        """Whether a tuple meets only tuples of its own key."""
+        return self.key_offsets(1) == (0, 0) and self.key_offsets(2) == (0, 0)
+
     @property
     def two_stream_rule(self) -> bool:
         """Whether a split key may replicate one side to the other's parts (MNRT)."""
-        return self.is_join and not self.band
+        return self.is_join and self.equality
 
     @property
     def answer_columns(self) -> list[str]:
@@ -51,13 +69,22 @@ class Operator:
         return "keys" if self.aggregates else "new pairs"
 
     def key_reach(self, band_width: int) -> int:
-        """How far from its own key a tuple matches: ``band_width`` for a band join, else 0."""
-        return band_width if self.band else 0
+        """How far from its own key a tuple of either side matches (0 = its own key)."""
+        lo, hi = self.key_offsets(band_width)
+        return max(-lo, hi)
+
+
+@dataclass(frozen=True)
+class BandJoin(Operator):
+    """Pairs with ``|k_r - k_s| <= band_width``."""
+
+    def key_offsets(self, band_width: int) -> tuple[int, int]:
+        return (-band_width, band_width)
 
 
 AGGREGATE: Final = Operator("aggregate", aggregates=True)
 EQUI_JOIN: Final = Operator("equi_join", aggregates=False)
-BAND_JOIN: Final = Operator("band_join", aggregates=False, band=True)
+BAND_JOIN: Final = BandJoin("band_join", aggregates=False)
 #: name -> operator: every operator a workload may run and a strategy may serve.
 OPERATORS: Final[dict[str, Operator]] = {o.name: o for o in (AGGREGATE, EQUI_JOIN, BAND_JOIN)}
 JOINS: Final[frozenset[Operator]] = frozenset(o for o in OPERATORS.values() if o.is_join)

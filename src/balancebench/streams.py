@@ -117,11 +117,11 @@ def build_stream(workload: str, dataset_dir: str | Path, params: dict[str, Any])
         own["arrival"] = arrival
     folder = local_dir() / "streams" / _stream_id(workload, manifest.digest, own)
     stream_file = folder / "stream.parquet"
-    builders = {"eq5": _eq5, "band": _band, "wordcount": _wordcount_text}
+    build = STREAM_BUILDERS[get_workload(workload).stream_from or ""]
     if not stream_file.exists():
 
         def write(tmp: Path) -> None:
-            extra = builders[workload](tmp, dataset_dir, manifest, own)
+            extra = build(tmp, dataset_dir, manifest, own)
             (tmp / "stream.json").write_text(json.dumps({**extra, **own}, indent=2))
 
         write_atomically(folder, write)
@@ -247,3 +247,8 @@ def _wordcount_text(folder: Path, dataset_dir: Path, manifest: Any, own: dict[st
     )
     pq.write_table(table, folder / "stream.parquet", compression="zstd")
     return {"n_tuples": n, "sides": ["A"], "key_meaning": "word id"}
+
+
+#: How a workload's stream is built from a dataset that is not a stream
+#: (``Workload.stream_from``): a new workload on the same sides names one of these.
+STREAM_BUILDERS = {"eq5": _eq5, "band": _band, "wordcount": _wordcount_text}

@@ -42,6 +42,9 @@ class Workload:
     description: str
     #: Keys reported per window (TOPK); None = the whole count table.
     top_k: bool = False
+    #: How its stream is built from a dataset that is not a stream
+    #: (``streams.STREAM_BUILDERS``: ``eq5``, ``band`` or ``wordcount``); None = a stream.
+    stream_from: str | None = None
 
     @property
     def is_join(self) -> bool:
@@ -75,6 +78,7 @@ WORKLOADS: dict[str, Workload] = {
             "tasks",
             "paper 002 §4 WordCount",
             "word counts (full history unless window_s > 0)",
+            stream_from="wordcount",
         ),
         Workload(
             "eq5",
@@ -83,6 +87,7 @@ WORKLOADS: dict[str, Workload] = {
             "tpch",
             "paper 000 §5.1.3 EQ5",
             "Region ⋈ Nation ⋈ Supplier ⋈ Lineitem; Supplier ⋈ Lineitem on suppkey balanced",
+            stream_from="eq5",
         ),
         Workload(
             "band",
@@ -91,6 +96,7 @@ WORKLOADS: dict[str, Workload] = {
             "tpch",
             "paper 000 §5.1.3 B_NCI",
             "L1 ⋈ L2 on |orderkey diff| <= band_width with the paper's filters",
+            stream_from="band",
         ),
     )
 }

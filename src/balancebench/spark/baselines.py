@@ -224,6 +224,3 @@ class Baseline(MicroBatchLoop):
             route_work_s=route_work_s,
             senders=self.senders,
         )
-
-    def band_width(self) -> int:
-        return self.op.key_reach(self.config.band_width)

@@ -47,6 +47,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancebench.spark.baselines import COLUMNS, Baseline
+from balancebench.spark.join_keys import candidate_keys, n_candidates
 from balancebench.spark.loop import BatchResult, PhaseClock, release
 from balancebench.spark.replay_stream import batch_frame
 from balancebench.spark.task_metrics import ROUTE
@@ -213,10 +214,7 @@ class _BatchQueries(Baseline):
         """Pairs of the batch's ``new`` tuples of one side with ``other`` tuples of the
         other side (band: on the new tuples' candidate keys)."""
         cfg = self.config
-        width = self.band_width()
-        k = F.col("key")
-        if width:
-            k = F.explode(F.sequence(F.col("key") - width, F.col("key") + width))
+        k = candidate_keys(self.op, new_side, cfg.band_width)
         a = new.select(
             F.col("tuple_id").alias("a_id"),
             k.alias("a_k"),
@@ -227,7 +225,7 @@ class _BatchQueries(Baseline):
             F.col("key").alias("o_k"),
             F.col("event_time_s").alias("o_t"),
         )
-        a, o, cond = self.equi(a, o, n_new * (2 * width + 1), n_other)
+        a, o, cond = self.equi(a, o, n_new * n_candidates(self.op, cfg.band_width), n_other)
         if cfg.window_s > 0:
             cond = cond & (F.abs(F.col("a_t") - F.col("o_t")) <= F.lit(cfg.window_s))
         r_id, s_id = ("a_id", "o_id") if new_side == "R" else ("o_id", "a_id")

@@ -96,6 +96,7 @@ from pyspark.sql import functions as F
 
 from balancebench import metrics
 from balancebench.hashing import FRACTION_UNITS, partition_surrogates
+from balancebench.spark.join_keys import candidate_keys
 from balancebench.spark.loop import (
     BatchResult,
     MicroBatchLoop,
@@ -793,13 +794,9 @@ class Engine(MicroBatchLoop):
             pieces.append(Piece(b, side, view(received), received, 1, b, view))
         pieces = self._merge(b, pieces)
         probe = received.where(F.col("role").isin(*PROBES)).drop("role")
-        width = cfg.workload.operator.key_reach(cfg.band_width)
-        if width:
-            probe = probe.withColumn(
-                "_match", F.explode(F.sequence(F.col("key") - width, F.col("key") + width))
-            )
-        else:
-            probe = probe.withColumn("_match", F.col("key"))
+        # The stored keys each probe meets (the operator's predicate, one row per key).
+        match = candidate_keys(cfg.workload.operator, F.col("side"), cfg.band_width)
+        probe = probe.withColumn("_match", match)
         found = []
         for side in SIDES:
             # One join per side: the union of a side's pieces keeps their node partitioning

@@ -27,6 +27,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from balancebench.spark.join_keys import match_condition
+
 #: The salt of the second row hash (any constant other than none: an independent hash).
 _SECOND_HASH_SALT = 0x5BD1E995
 
@@ -68,10 +70,9 @@ def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
     upto = stream.where(F.col("batch") <= b)
     r = upto.where(F.col("side") == "R").alias("r")
     s = upto.where(F.col("side") == "S").alias("s")
-    if config.workload.operator.band:
-        cond = F.abs(F.col("r.key") - F.col("s.key")) <= config.band_width
-    else:
-        cond = F.col("r.key") == F.col("s.key")
+    cond = match_condition(
+        config.workload.operator, F.col("r.key"), F.col("s.key"), config.band_width
+    )
     if config.window_s > 0:
         cond = cond & (F.abs(F.col("r.event_time_s") - F.col("s.event_time_s")) <= config.window_s)
     cond = cond & (F.greatest(F.col("r.batch"), F.col("s.batch")) == b)

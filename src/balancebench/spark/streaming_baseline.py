@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
 from balancebench.spark.baselines import COLUMNS, Baseline
+from balancebench.spark.join_keys import candidate_keys
 from balancebench.spark.loop import BatchResult, PhaseClock
 
 #: Split size of the streaming file source, also the cost of opening a file: each
@@ -142,7 +143,6 @@ class StreamingRunner(Baseline):
 
     def _join(self, src: DataFrame) -> DataFrame:
         cfg = self.config
-        width = self.band_width()
         # Band: the side with fewer tuples is exploded into its candidate keys.
         explode = "R" if self.side_totals["R"] <= self.side_totals["S"] else "S"
 
@@ -150,8 +150,8 @@ class StreamingRunner(Baseline):
             p = s.lower()
             df = src.where(F.col("side") == s)
             k = F.col("key")
-            if width and s == explode:
-                k = F.explode(F.sequence(F.col("key") - width, F.col("key") + width))
+            if s == explode:
+                k = candidate_keys(self.op, s, cfg.band_width)
             cols = [
                 F.col("tuple_id").alias(f"{p}_id"),
                 k.alias(f"{p}_k"),

@@ -484,7 +484,7 @@ class BiStream(JoinArchitecture):
         rule = "none"
         lo, span = 0, 1
         if max(r_k, s_k) > 1:
-            rule = "range" if operator.band else "hash"
+            rule = "hash" if operator.equality else "range"
             if rule == "range" and first.key_min is not None and first.key_max is not None:
                 lo, span = first.key_min, first.key_max - first.key_min + 1
         return Groups(0, r_size, s_start, s_size, r_k, s_k, rule, lo, span, split)
