@@ -64,15 +64,32 @@ def how_to_open(experiment_id: str, run_id: str) -> list[str]:
     return [f"MLflow UI:    {mlflow_ui_command()}", f"  then open   {link}"]
 
 
+_OPENED: set[str] = set()
+
+
 def store() -> Any:
     """The ``mlflow`` module, pointed at this project's store (:func:`tracking_uri`). No
-    side effect: closing what dead commands left behind is :func:`reap_orphans`, which
-    the entry points call."""
+    side effect on runs: closing what dead commands left behind is :func:`reap_orphans`,
+    which the entry points call.
+
+    A local (SQLite) store is first opened under a file lock beside it: MLflow creates a
+    new store's tables with alembic migrations, and two commands started together on a
+    new store would both migrate it, one failing ("Online migration expected to match
+    one row"); the second waits and finds the tables made."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    if uri not in _OPENED and uri.startswith("sqlite:///"):
+        import fcntl
+
+        db = Path(uri.removeprefix("sqlite:///"))
+        with db.with_name(f".{db.name}.open.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            mlflow.MlflowClient().search_experiments(max_results=1)  # makes its tables
+    _OPENED.add(uri)
     return mlflow
 
 
