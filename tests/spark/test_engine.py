@@ -18,6 +18,7 @@ from balancebench.paths import datasets_dir
 from balancebench.routing_table import RoutingTable
 from balancebench.spark.engine import Engine
 from balancebench.spark.loop import OracleMismatch
+from balancebench.spark.node_state import PartialCounts, split_counts
 from balancebench.spark.oracle import check_batch, expected_answer, fingerprint
 from balancebench.spark.replay_stream import EngineConfig, batch_frame, load_replay, release_replay
 from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
@@ -249,7 +250,7 @@ def test_mnrt_two_stream_rule_sends_the_small_side_not_the_probes(spark, eq5_in_
 
 def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):
     df, interval = streams["topk"]
-    real = Engine._aggregate
+    real = PartialCounts.flow
 
     def lose_one(self, b, routed, moves, calibrating):
         flow = real(self, b, routed, moves, calibrating)
@@ -261,7 +262,7 @@ def test_oracle_catches_a_lost_count(spark, streams, monkeypatch):
         )
         return flow
 
-    monkeypatch.setattr(Engine, "_aggregate", lose_one)
+    monkeypatch.setattr(PartialCounts, "flow", lose_one)
     router = make_router(get_strategy("mnrt", n_nodes=N_NODES), N_NODES, 0.05)
     with pytest.raises(OracleMismatch, match="batch 0: mnrt on topk differs from plain Spark SQL"):
         Engine(spark, df, config("topk", interval), router, "mnrt").run()
@@ -398,7 +399,6 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
     floor(c * hi) - floor(c * lo) per segment, what stays c - floor(c * H), so nothing is
     lost or made up whatever the counts (the state holds one row per node, key and
     age)."""
-    from types import SimpleNamespace
 
     from balancebench.hashing import partition_surrogates
 
@@ -418,9 +418,7 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
         np.array([0, third]),
         np.array([third, 2 * third]),
     )
-    engine = SimpleNamespace(surrogates=surrogates, n=n, spark=spark)
-    engine._segment_table = lambda m: Engine._segment_table(engine, m)
-    stay, arrived = Engine._split_counts(engine, state, moves)
+    stay, arrived = split_counts(spark, state, moves)
     total = {}
     for r in [*stay.collect(), *arrived.collect()]:
         total[(r["key"], r["age"])] = total.get((r["key"], r["age"]), 0) + r["count"]

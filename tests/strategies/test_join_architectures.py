@@ -2,7 +2,7 @@
 compared with, operator_parallel and query_parallel): layouts, replication, every pair
 met exactly once.
 
-A small numpy model of the engine's join (``balancebench.spark.engine._join``): a pair is
+A small numpy model of the engine's join (``spark.node_state.StoredTuples.flow``): a pair is
 produced at a node where the later tuple probes and the earlier one (other side) is
 stored, on key equality or ``|k1 - k2| <= w``.
 """
