@@ -85,7 +85,6 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -105,7 +104,7 @@ from balancebench.spark.loop import (
 from balancebench.spark.node_state import Flow, node_state_for
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.placement import home_node
-from balancebench.spark.replay_stream import EngineConfig, batch_frame
+from balancebench.spark.replay_stream import EngineConfig, batch_frame, kept_with
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BatchStats,
@@ -127,15 +126,6 @@ ENGINE_CONF = {
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
     "spark.sql.adaptive.enabled": "false",
 }
-
-
-#: The calibrated fixed cost (``Engine.fixed_stage_s``) per loaded stream, by engine
-#: configuration and node count: a property of the engine on this data, not of a strategy
-#: (calibration routes an empty batch by default routing), so the runs of an application
-#: share the first measured run's (3 empty batches, about 1 s a run before).
-_FIXED_COSTS: weakref.WeakKeyDictionary[DataFrame, dict[tuple, np.ndarray]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 class Engine(MicroBatchLoop):
@@ -185,10 +175,13 @@ class Engine(MicroBatchLoop):
 
     def start(self) -> None:
         """The fixed cost, calibrated by the first measured run of this configuration on
-        this loaded stream and reused by the later ones (:data:`_FIXED_COSTS`)."""
+        this loaded stream and reused by the later ones: a property of the engine on this
+        data, not of a strategy (calibration routes an empty batch by default routing), kept
+        with the stream (``replay_stream.kept_with``) by engine configuration and node
+        count (3 empty batches, about 1 s a run before)."""
         if self.config.warm_up:
             return
-        kept = _FIXED_COSTS.setdefault(self.stream, {})
+        kept = kept_with(self.stream, "fixed_costs")
         key = (repr(replace(self.config, warm_up=False)), self.n)
         if key not in kept:
             self.calibrate()

@@ -20,7 +20,6 @@ say how many rows differ.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancebench.spark.join_keys import match_condition
+from balancebench.spark.replay_stream import kept_with
 
 #: The salt of the second row hash (any constant other than none: an independent hash).
 _SECOND_HASH_SALT = 0x5BD1E995
@@ -49,12 +49,6 @@ class Reference:
     fingerprint: Fingerprint
     #: TOPK: the expected top list (equal multisets have equal top lists); else None.
     top: list[tuple[int, int]] | None
-
-
-#: Each loaded stream's references, by (operator settings, batch): kept while the stream is.
-_REFERENCES: weakref.WeakKeyDictionary[DataFrame, dict[tuple, Reference]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
@@ -119,7 +113,7 @@ def reference(stream: DataFrame, config: Any, b: int) -> Reference:
         config.band_width,
         b,
     )
-    kept = _REFERENCES.setdefault(stream, {})
+    kept = kept_with(stream, "oracle_references")  # by (operator settings, batch)
     if key not in kept:
         expected = expected_answer(stream, config, b)
         top = _topk(_rows(expected, _columns(config)), config.top_k) if _is_topk(config) else None

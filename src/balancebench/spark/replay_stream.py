@@ -61,28 +61,38 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
     return df.withColumn("batch", batch_of(interval_s, n_batches))
 
 
-#: Each loaded replay stream's per-batch frames (``replay_stream.load_replay``), by stream frame.
-_BATCH_FRAMES: weakref.WeakKeyDictionary[DataFrame, list[DataFrame]] = weakref.WeakKeyDictionary()
+#: What is kept with a loaded replay stream while it lives, by stream frame, one place for
+#: all of it (released with the stream, :func:`release_replay`): its per-batch frames
+#: (``batch_frames``), the oracle's references (``oracle_references``) and the engine's
+#: calibrated fixed cost (``fixed_costs``).
+_KEPT_WITH_STREAM: weakref.WeakKeyDictionary[DataFrame, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def kept_with(stream: DataFrame, what: str) -> dict[Any, Any]:
+    """The cache ``what`` of a loaded stream (an empty one on first use)."""
+    return _KEPT_WITH_STREAM.setdefault(stream, {}).setdefault(what, {})
 
 
 def register_batches(stream: DataFrame, frames: list[DataFrame]) -> None:
     """Record ``frames[b]`` as batch ``b``'s cached tuples of ``stream``."""
-    _BATCH_FRAMES[stream] = frames
+    kept_with(stream, "batch_frames").update(enumerate(frames))
 
 
 def batch_frame(stream: DataFrame, b: int) -> DataFrame:
     """Batch ``b``'s tuples: its own cached frame when ``stream`` came from
     ``replay_stream.load_replay`` (no literal batch index in the jobs that read it), else a
     filter on ``batch``."""
-    frames = _BATCH_FRAMES.get(stream)
-    if frames is not None and 0 <= b < len(frames):
-        return frames[b]
+    frame = _KEPT_WITH_STREAM.get(stream, {}).get("batch_frames", {}).get(b)
+    if frame is not None:
+        return frame
     return stream.where(F.col("batch") == b)
 
 
 def release_replay(stream: DataFrame) -> None:
-    """Free a loaded replay stream's cached batches."""
-    for frame in _BATCH_FRAMES.pop(stream, []):
+    """Free a loaded replay stream's cached batches, and forget what was kept with it."""
+    for frame in _KEPT_WITH_STREAM.pop(stream, {}).get("batch_frames", {}).values():
         frame.unpersist()
     stream.unpersist()
 
