@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.replay_stream import EngineConfig
-from balancebench.spark.task_metrics import TaskMetricsReader
+from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, add_node_stage
 from balancebench.workloads import check_strategy
 
 #: Columns of the replay stream (``replay_stream.load_replay``).
@@ -117,9 +117,10 @@ class Baseline(MicroBatchLoop):
         in the measured stages of ``group`` (module docstring), and facts about the
         batch's plan (``route_work_s``: the CPU of its routing stages)."""
         n = self.n
-        run = np.zeros(n)
-        cpu = np.zeros(n)
-        received = np.zeros(n, dtype=np.int64)
+        # The node work is summed like the engine's (``task_metrics.add_node_stage``);
+        # what differs is which stages are the nodes': Spark plans these queries, so
+        # their stages are told apart by their shuffles, not by a job the runner built.
+        work = GroupWork(n)
         info = {
             "stages_measured": 0.0,
             "tasks_measured": 0.0,
@@ -128,7 +129,7 @@ class Baseline(MicroBatchLoop):
         }
         jobs = sorted(self.sc.statusTracker().getJobIdsForGroup(group))
         if not jobs:
-            return run, cpu, received, info
+            return work.node_run_s, work.node_cpu_s, work.node_records_read, info
         last = jobs[-1]
         last_tags: list[str] = []
         for job in jobs:
@@ -153,9 +154,8 @@ class Baseline(MicroBatchLoop):
                     # Scans the input and writes a shuffle: the senders' routing.
                     info["route_work_s"] += float(cpu_s.sum())
                     continue
-                inputs = np.array([t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in tasks])
                 if len(tasks) % n == 0 and not (self.adaptive and shuffle.sum() > 0):
-                    slots = np.arange(len(tasks)) % n
+                    slots = None  # task j on node partition j mod n
                 elif self.adaptive:
                     slots = _list_schedule(cpu_s if cpu_s.any() else run_s, n)
                 else:
@@ -163,11 +163,11 @@ class Baseline(MicroBatchLoop):
                         f"{self.name}: stage {sid} has {len(tasks)} tasks, not a multiple of "
                         f"the {n} nodes (AQE must be off)"
                     )
-                np.add.at(run, slots, run_s)
-                np.add.at(cpu, slots, cpu_s)
-                np.add.at(received, slots, (shuffle + inputs).astype(np.int64))
+                add_node_stage(work, tasks, slots)
                 info["stages_measured"] += 1
                 info["tasks_measured"] += len(tasks)
+        # Rows a node's tasks read: the shuffle's, and the kept tuples a stage scans.
+        received = work.node_records_read + work.node_input_records
         if self.adaptive:
             root = [t for t in last_tags if "-execution-root-id-" in t]
             if root:
@@ -193,7 +193,7 @@ class Baseline(MicroBatchLoop):
                 )
                 # Every node (executor) receives a broadcast side whole.
                 received += bcast
-        return run, cpu, received, info
+        return work.node_run_s, work.node_cpu_s, received, info
 
     def finish(
         self,

@@ -213,18 +213,21 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
             continue
         if len(tasks) % n_nodes:
             continue  # not one task per node: bookkeeping, not node work
-        _add_node_stage(work, tasks)
+        add_node_stage(work, tasks)
     return work
 
 
-def _add_node_stage(work: GroupWork, tasks: list[dict]) -> None:
-    """One node stage's tasks (task ``j`` on node ``partition j mod n``) into ``work``."""
+def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None = None) -> None:
+    """One node stage's tasks into ``work``: every runner's node work is summed here.
+    Task ``j`` runs on node ``partition j mod n``, or on ``nodes[j]`` when the caller
+    places them (an adaptive plan's tasks are not the nodes' partitions)."""
     n_nodes = work.n_nodes
     metrics = [t["taskMetrics"] for t in tasks]
     cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
     run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
     work.stages += 1
-    nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
+    if nodes is None:
+        nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
     np.add.at(work.node_cpu_s, nodes, cpu)
     np.add.at(work.node_run_s, nodes, run)
     np.add.at(
@@ -305,5 +308,5 @@ def batch_work(
                     work.sender_rows += m["shuffleWriteMetrics"]["recordsWritten"]
                     work.sender_tasks += 1
         for tasks in nodes:
-            _add_node_stage(work, tasks)
+            add_node_stage(work, tasks)
     return work
