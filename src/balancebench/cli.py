@@ -36,6 +36,7 @@ from balancebench.experiment_params import ExperimentSpec, check_inputs, default
 from balancebench.local_env import airflow_env, check_spark_master
 from balancebench.paths import (
     datasets_dir,
+    exclusive_lock,
     local_dir,
     results_dir,
     storage_error,
@@ -186,12 +187,9 @@ def _store_identity() -> tuple[int, int] | None:
 def _migrate_airflow_db(spark_master: str | None) -> int:
     """``airflow db migrate`` under a file lock: two commands started together in one
     clone would migrate the same fresh SQLite database at once, and one would fail."""
-    import fcntl
-
     logs = local_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with (logs / ".airflow-db-migrate.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with exclusive_lock(logs / ".airflow-db-migrate.lock"):
         return _airflow(["db", "migrate"], spark_master, logs / "airflow-db-migrate.log")
 
 

@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -53,6 +56,15 @@ def expectations_dir() -> Path:
 
 def reports_dir() -> Path:
     return local_dir() / "reports"
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the file ``path`` (made if missing) while the block runs:
+    of the processes that take it, one at a time does what it guards."""
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def storage_error(exc: OSError) -> str | None:

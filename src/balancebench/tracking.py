@@ -19,7 +19,7 @@ from typing import Any
 
 from balancebench import reaper
 from balancebench.metrics import METRIC_DEFINITIONS
-from balancebench.paths import local_dir, source_root, storage_error
+from balancebench.paths import exclusive_lock, local_dir, source_root, storage_error
 from balancebench.schema import terminal_safe
 
 ROLE_TAG = "balancebench.role"
@@ -83,11 +83,8 @@ def store() -> Any:
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     if uri not in _OPENED and uri.startswith("sqlite:///"):
-        import fcntl
-
         db = Path(uri.removeprefix("sqlite:///"))
-        with db.with_name(f".{db.name}.open.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        with exclusive_lock(db.with_name(f".{db.name}.open.lock")):
             mlflow.MlflowClient().search_experiments(max_results=1)  # makes its tables
     _OPENED.add(uri)
     return mlflow
