@@ -337,9 +337,6 @@ class ExperimentSpec(Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ExperimentSpec) and self._values == other._values
 
-    def __hash__(self) -> int:
-        return hash(json.dumps(self.to_json(), sort_keys=True, default=str))
-
     @property
     def workload(self) -> Workload:
         return get_workload(self._values["workload"])

@@ -76,9 +76,7 @@ class Generated:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_xcom(cls, data: dict[str, Any] | Generated) -> Generated:
-        if isinstance(data, Generated):
-            return data
+    def from_xcom(cls, data: dict[str, Any]) -> Generated:
         datasets = {k: Dataset(**d) for k, d in data["datasets"].items()}
         return cls(**{**data, "datasets": datasets})
 
@@ -113,7 +111,6 @@ def ends_runs_on_failure(step: Step) -> Step:
             return step(*args, **kwargs)
         except Exception as exc:
             found = [a for a in args if isinstance(a, dict) and "run_id" in a]
-            found = found or [dataclasses.asdict(a) for a in args if isinstance(a, Generated)]
             ids = (found[0]["dag_id"], found[0]["run_id"]) if found else args[1:3]
             if len(ids) == 2 and all(isinstance(i, str) for i in ids):
                 with contextlib.suppress(Exception):  # the store may be what failed

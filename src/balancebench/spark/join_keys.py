@@ -19,20 +19,22 @@ def offsets_for(operator: Operator, side: str, band_width: int) -> tuple[int, in
     return (lo, hi) if side == "R" else (-hi, -lo)
 
 
-def candidate_keys(
-    operator: Operator, side: str | Column, band_width: int, key: Column | None = None
-) -> Column:
-    """The other side's keys a tuple meets: its key (equality) or, exploded, one row per
-    candidate key. ``side`` is the tuples' side, or a column of it (rows of both)."""
-    key = F.col("key") if key is None else key
-    lo, hi = operator.key_offsets(band_width)
-    if (lo, hi) == (0, 0):
+def candidate_keys(operator: Operator, side: str | Column, band_width: int) -> Column:
+    """The other side's keys a tuple meets: its ``key`` (equality) or, exploded, one row
+    per candidate key. ``side`` is the tuples' side, or a column of it (rows of both)."""
+    key = F.col("key")
+    if operator.key_offsets(band_width) == (0, 0):
         return key
-    if isinstance(side, str) or lo == -hi:  # one side, or a symmetric predicate
-        a, b = offsets_for(operator, side, band_width) if isinstance(side, str) else (lo, hi)
-        return F.explode(F.sequence(key + a, key + b))
-    r_keys = F.sequence(key + lo, key + hi)
-    s_keys = F.sequence(key - hi, key - lo)
+
+    def keys(of_side: str) -> Column:
+        lo, hi = offsets_for(operator, of_side, band_width)
+        return F.sequence(key + lo, key + hi)
+
+    if isinstance(side, str):
+        return F.explode(keys(side))
+    r_keys, s_keys = keys("R"), keys("S")
+    if operator.key_offsets(band_width) == offsets_for(operator, "S", band_width):
+        return F.explode(r_keys)  # symmetric: both sides meet the same keys
     return F.explode(F.when(side == "R", r_keys).otherwise(s_keys))
 
 
