@@ -18,14 +18,13 @@ and what it leaves out. Wiring only; every step is a function of `balancebench.p
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
-from dag_settings import MODEL_CRON, schedule_after_start
+from dag_settings import MODEL_CRON, MODEL_DRIVER_MEMORY, schedule_after_start
 from dag_steps import require_generated
 
 from balancebench import pipeline
@@ -76,7 +75,7 @@ def model_experiment() -> None:
         conn_id="spark_default",
         name="balancebench-model",
         application_args=validate(generated),
-        driver_memory=os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "2g"),
+        driver_memory=MODEL_DRIVER_MEMORY,
     )
     sweep >> compare(generated)
 

@@ -3,9 +3,9 @@
 
 The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes`, each
 cell run `repetitions` times, compared with the cell's own history. With the Param
-`figure` (3a, 3b, 6a, 6b, 7, 8) it runs one of paper 000's experiments instead (its grid and
-Params fixed, scaled as `balancebench.paper000` states) and also draws the paper-style
-figure (on the parent run, under `figure/`). Runs every night at
+`figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's experiments instead (its
+grid and Params fixed, scaled as `balancebench.paper000` states) and also draws the
+paper-style figure (on the parent run, under `figure/`). Runs every night at
 `BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
 Wiring only; every step is a function of `balancebench.pipeline`.

@@ -7,7 +7,8 @@
 - ``BALANCEBENCH_TIMED_CONCURRENCY``: how many timed Spark runs of one DAG run may share
   the machine (default 1: runs that are compared must not compete for its cores). Logged
   on every run as the param ``timed_concurrency``.
-- ``BALANCEBENCH_DRIVER_MEMORY``: ``spark-submit --driver-memory`` (default 4g).
+- ``BALANCEBENCH_DRIVER_MEMORY``: ``spark-submit --driver-memory`` (default 4g; 2g for
+  ``model_experiment``'s sweep).
 
 The DAG processor reads them when it parses the DAG files: restart the service (``make
 airflow-stop && make airflow``) after changing one. A scheduled DAG's first run is the
@@ -43,3 +44,4 @@ NIGHTLY_CRON = _cron("BALANCEBENCH_NIGHTLY_CRON", "0 2 * * *")
 MODEL_CRON = _cron("BALANCEBENCH_MODEL_CRON", None)
 TIMED_CONCURRENCY = max(1, int(os.environ.get("BALANCEBENCH_TIMED_CONCURRENCY", "1")))
 DRIVER_MEMORY = os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g")
+MODEL_DRIVER_MEMORY = os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "2g")

@@ -3,8 +3,9 @@ task leaves open.
 
 - ``StrategyRunOperator``: ``SparkSubmitOperator`` whose ``on_kill`` (the task is marked
   failed or success, cleared, or killed by the scheduler) stops ``spark-submit`` as
-  before and then closes the MLflow run that submission opened (found by its
-  ``balancebench.submission`` tag) as KILLED, with the reason.
+  before and then closes the MLflow runs that submission opened (one, or a sweep
+  application's many, found by their shared ``balancebench.submission`` tag) as KILLED,
+  with the reason.
 - ``MlflowRunsListener`` (registered by ``BalancebenchRunsPlugin``): when a DAG run ends,
   however it ends (a user marking it failed or success in the UI or through the REST
   API included), the MLflow runs of that DAG run still RUNNING (its parent, a sweep's

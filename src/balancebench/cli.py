@@ -34,6 +34,7 @@ from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
 from balancebench.local_env import airflow_env, check_spark_master
+from balancebench.paper000 import FIGURES
 from balancebench.paths import (
     datasets_dir,
     exclusive_lock,
@@ -297,7 +298,7 @@ def _failed(headline: str, what: str, log: Path) -> NoReturn:
 
 @_command(opens_store=True)
 def figure(
-    key: str = typer.Argument(..., help="paper 000 figure: 3a, 3b, 6a, 6b, 7 or 8"),
+    key: str = typer.Argument(..., help=f"paper 000 figure: {', '.join(sorted(FIGURES))}"),
     conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:

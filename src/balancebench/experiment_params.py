@@ -54,7 +54,9 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "uniqueItems": True,
         "default": ["hash", "qmmp", "mnrt"],
         "title": "Strategies",
-        "description": "Key-level strategies to compare, one Spark run and MLflow child each.",
+        "description": "Strategies to compare (key-level planners, per-tuple routers, join "
+        "architectures, operator-set joins, Spark-native baselines), one Spark run and MLflow "
+        "child each.",
     },
     "n_nodes": {
         "type": "integer",

@@ -1,6 +1,7 @@
 """Where a run keeps its local state: one git-ignored folder, ``<project>/.local``.
 
-``BALANCEBENCH_HOME`` overrides the project root (tests point it at a temporary folder);
+``BALANCEBENCH_HOME`` overrides the project root and ``BALANCEBENCH_LOCAL`` the ``.local``
+folder itself (tests point ``BALANCEBENCH_LOCAL`` at a temporary folder);
 ``rm -rf .local`` resets everything (Airflow home, MLflow store, datasets, Spark logs).
 """
 
@@ -26,7 +27,8 @@ def project_root() -> Path:
 
 
 def source_root() -> Path:
-    """The checkout the code itself lives in (for ``spark_apps/`` and ``expectations/``)."""
+    """The checkout the code itself lives in: its ``expectations/``, the DAG and plugin
+    folders and ``infra/spark-conf`` (``local_env.airflow_env``), its git commit."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").exists():

@@ -2,7 +2,8 @@
 
 Arrival model: tuple ``i`` arrives at its ``event_time_s`` (the generator's Poisson
 process). The stream is cut into ``n_batches`` equal event-time windows of
-``interval_s = n_tuples / rate / n_batches`` seconds; batch ``b`` holds the tuples with
+``interval_s = max(event_time_s) / n_batches`` seconds (measured from the data,
+``spark.replay_stream.load_replay``); batch ``b`` holds the tuples with
 ``floor(event_time_s / interval_s) == b`` (the last batch also takes any later tuple).
 
 Processing model of a micro-batch engine (one batch at a time, in order):
@@ -11,8 +12,10 @@ Processing model of a micro-batch engine (one batch at a time, in order):
   tuple's arrival if later);
 - it *starts* at ``max(close_b, end_{b-1} + plan_delay_{b-1})``: it cannot start before
   the previous batch finished and the plan made from that batch's statistics is ready;
-- it *ends* at ``start_b + service_b``, where ``service_b`` is the measured makespan of
-  the per-node stage (the slowest node's task run time: nodes run in parallel).
+- it *ends* at ``start_b + service_b``, where ``service_b`` is the batch's charged
+  service (``metrics.BatchCosts.service_s``): its routing work per sender, then the node
+  that finishes last, by its CPU time (``executorCpuTime``; its run time where a runner
+  measures no CPU) plus its share of a migration (CPU and transfer; nodes run in parallel).
 
 So an overloaded strategy builds backlog exactly as a real micro-batch engine does. The
 event-time latency of a tuple is ``end_b - event_time_s``.
@@ -23,10 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-
-def batch_interval_s(n_tuples: int, input_rate_tuples_per_s: float, n_batches: int) -> float:
-    return float(n_tuples) / float(input_rate_tuples_per_s) / int(n_batches)
 
 
 def batch_index(event_time_s: np.ndarray, interval_s: float, n_batches: int) -> np.ndarray:

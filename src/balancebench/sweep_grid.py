@@ -125,8 +125,9 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "default": NO_FIGURE,
         "title": "Paper 000 figure",
         "description": "none: the grid below. Otherwise one of paper 000's experiments "
-        "(3a, 3b: execution time; 6a, 6b: tuples per node; 7: plan time against the "
-        "tolerance; 8: TOPK throughput and latency): "
+        "(3a, 3b: execution time; 4-5: nodes used and balance-adjustment time under "
+        "scale-out; 6a, 6b: tuples per node; 7: plan time against the tolerance; 8: TOPK "
+        "throughput and latency): "
         "the figure fixes the grid and its Params (balancebench.paper000 says which and how "
         "they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
@@ -137,8 +138,9 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "maximum": 100,
         "default": 3,
         "title": "Repetitions",
-        "description": "spark-submit runs per cell (same dataset): the spread of the timed "
-        "figures, reported as mean, std and a bootstrap 95% CI. At least 3 for a CI.",
+        "description": "Runs per cell (same dataset, inside the shared Spark application of "
+        "its workload and N): the spread of the timed figures, reported as mean, std and a "
+        "bootstrap 95% CI. At least 3 for a CI.",
         "section": "Sweep",
     },
     "max_runs": {

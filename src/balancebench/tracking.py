@@ -2,8 +2,11 @@
 
 - Store: ``sqlite:///<project>/.local/mlflow/mlflow.db`` unless ``MLFLOW_TRACKING_URI``
   is set; artifacts under ``<project>/.local/mlflow/artifacts``.
-- One parent run per DAG run (tags ``airflow.dag_id``, ``airflow.run_id``), one child per
-  strategy (tag ``mlflow.parentRunId``). Every child carries every param of the sweep.
+- One parent run per experiment DAG run (tags ``airflow.dag_id``, ``airflow.run_id``), its
+  children (tag ``mlflow.parentRunId``): one per strategy (``balance_experiment``), per sweep
+  cell (``nightly_sweep``, the cell's repetition runs under it) or per strategy and
+  parameter point (``model_experiment``). A workload run or sweep cell carries the Params
+  that apply to it (``experiment_params.applicable_params``), not every Param.
 """
 
 from __future__ import annotations

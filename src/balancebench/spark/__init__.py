@@ -4,5 +4,5 @@ Strategies never import this package; it imports them. Routing is Spark SQL wher
 strategy's decision is a function of the key (the same Murmur3 decisions as
 ``balancebench.routing_table``, evaluated by the JVM); per-tuple routers (pkg, dchoices,
 wchoices), whose decisions depend on each sender's earlier tuples, run their compiled
-loop in a Python worker (``applyInArrow``), timed and charged as routing work.
+loop in a Python worker (``mapInArrow``), timed and charged as routing work.
 """

@@ -275,7 +275,8 @@ def bi_rows(batch: DataFrame, layout: Groups, band_width: int) -> DataFrame:
 
 
 class BiStreamRouter(ArchitectureRouter):
-    """Bi / Bi6: R and S groups (and subgroups); fixed layout, no migration."""
+    """Bi / Bi6: R and S groups (and subgroups); the layout is fixed unless memory-driven
+    scale-out grows it (``after_batch``); no migration."""
 
     strategy: BiStream
 

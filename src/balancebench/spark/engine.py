@@ -9,7 +9,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   ``placement.partition_by_node`` so partition ``i`` holds exactly node ``i``'s rows (a
   per-node surrogate value whose Murmur3 hash lands in partition ``i``), and every
   later per-node computation reads that partitioning without another shuffle.
-- **One job per batch.** The strategy's :class:`~balancebench.spark.routers.SparkRouter`
+- **One main job per batch.** The strategy's :class:`~balancebench.spark.routers.SparkRouter`
   gives every tuple its node(s) and role (store / probe / both) as Spark SQL expressions,
   broadcast tables or, for per-sender strategies, a compiled loop in a Python worker.
   The routed rows cross one exchange (the senders' map stage writes it), and each node's
@@ -20,7 +20,9 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   home node. Every node stage pays a task's fixed cost (launch, deserialisation), so the
   engine runs as few as it can; :meth:`Engine.calibrate` measures that cost before the
   first batch of the first measured run on the loaded stream (``node_fixed_s``; the
-  application's later runs of the same configuration reuse it).
+  application's later runs of the same configuration reuse it). The batch's group may
+  also run small jobs (broadcasting a routing table or a migration's segments, a
+  layout's first look at the batch), charged as routing work (``task_metrics.batch_work``).
 - **State lives on its node across batches**, with the same partitioning. A join's
   stored tuples are kept in *pieces* of one side each, written once (a probe scans only
   the other side's pieces): a batch's stored rows are the rows its node stage received;

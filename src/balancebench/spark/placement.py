@@ -1,6 +1,6 @@
 """Paper 000's storage routing (Algorithm 1, ONE) as Spark SQL expressions.
 
-``node_column`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
+``with_storage_node`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
 ``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
 fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found with a
 broadcast join on key plus the interval condition. ``partition_by_node`` then puts node

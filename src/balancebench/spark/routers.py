@@ -303,7 +303,8 @@ class SparkRouter(ABC):
 
     @abstractmethod
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
-        """``batch`` plus ``node`` (int) and ``role`` (``store``/``probe``), one row per copy."""
+        """``batch`` plus ``node`` (int) and ``role`` (``store``/``probe``/``both``), one row
+        per copy."""
 
     def after_batch(self, stats: BatchStats) -> Reassignment | None:
         """The batch's statistics; how state moves in the next batch (or None)."""

@@ -8,8 +8,10 @@ reported.
 
 Fields used (Spark's own definitions): ``executorCpuTime`` (ns of CPU of the task's
 thread), ``executorRunTime`` (ms the task ran on its executor, deserialisation excluded),
-``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle) and the
-shuffle bytes written and read (a migration's transfer)."""
+``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle),
+``inputMetrics.recordsRead`` (rows read from cached or checkpointed blocks) and the shuffle
+rows and bytes written (the senders' output and a migration's transfer; the bytes received
+are derived from its rows, ``metrics.attribute_migration``)."""
 
 from __future__ import annotations
 
