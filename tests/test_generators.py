@@ -80,3 +80,28 @@ def test_guide_table_search_equals_searchsorted(n_keys, s):
     u = np.random.default_rng(0).random(200_000)
     u[:3] = [0.0, np.nextafter(1.0, 0.0), cdf[0] if n_keys > 1 else 0.5]  # edges, a step
     assert np.array_equal(InverseCdf(cdf).index(u), np.searchsorted(cdf, u, side="right"))
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda text: text[: len(text) // 2],  # a write cut short: not JSON
+        lambda text: b"\xff" + text,  # not UTF-8
+        lambda text: b"[1, 2]",  # JSON, not an object
+        lambda text: b"{}",  # an object without the fields
+        lambda text: text.replace(b'"files": [', b'"files": [1, '),  # a file that is no path
+    ],
+    ids=["cut-short", "not-utf8", "not-an-object", "no-fields", "bad-file"],
+)
+def test_an_unreadable_manifest_is_regenerated(tmp_path, corrupt):
+    """A dataset folder whose manifest cannot be read is written again, not refused: the
+    folder (``<out>/<generator>/<params id>``) is the generator's own."""
+    d1, m1 = generate_zipf_stream(tmp_path, **SMALL)
+    path = d1 / "manifest.json"
+    path.write_bytes(corrupt(path.read_bytes()))
+    d2, m2 = generate_zipf_stream(tmp_path, **SMALL)
+    assert d2 == d1
+    assert load_manifest(d2) == m2
+    assert m2.digest == m1.digest and m2.files == m1.files
+    assert pq.read_table(d2 / m2.files[0]).num_rows == SMALL["n_tuples"]
+    assert [p.name for p in d1.parent.iterdir()] == [d1.name]  # no temporary folder left

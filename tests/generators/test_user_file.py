@@ -51,6 +51,15 @@ def test_same_seed_same_digest_other_seed_other_digest(tmp_path, clicks):
     assert m1.params["user_file_sha256"] and len(m1.params["user_file_sha256"]) == 64
 
 
+def test_an_unreadable_manifest_is_regenerated_from_the_untouched_file(tmp_path, clicks):
+    d1, m1 = _run(tmp_path / "out", path=clicks, key_column="user")
+    before = (tmp_path / "clicks.csv").read_bytes()
+    (d1 / "manifest.json").write_text("{")
+    d2, m2 = _run(tmp_path / "out", path=clicks, key_column="user")
+    assert d2 == d1 and load_manifest(d2) == m2 and m2.digest == m1.digest
+    assert (tmp_path / "clicks.csv").read_bytes() == before
+
+
 def test_csv_text_keys_become_a_sorted_dictionary(tmp_path):
     path = _csv(tmp_path / "k.csv", "key\nbanana\napple\ncherry\napple\n007\n")
     d, m = _run(tmp_path / "out", path=path)

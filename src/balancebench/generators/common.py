@@ -324,8 +324,8 @@ def run_generator(
             manifest = load_manifest(final_dir)
             if all((final_dir / f).exists() for f in manifest.files):
                 return final_dir, manifest
-        except (TypeError, json.JSONDecodeError):
-            pass  # an unreadable manifest: regenerate
+        except (ValueError, TypeError):  # not JSON, not a manifest, a file that is no path
+            pass  # an unreadable manifest: regenerate (the folder is the generator's own)
     result: dict[str, Manifest] = {}
 
     def write(tmp: Path) -> None:
