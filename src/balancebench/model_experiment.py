@@ -2,8 +2,9 @@
 
 Called by ``spark_apps/run_model_sweep.py`` (the ``spark-submit`` entry point): expands
 the Params into points (``models.model_sweep``), measures the scheduling model's per-task
-costs by running each WordCount task on Spark once (``spark.task_costs``) unless given,
-runs every point as one Spark task, logs one child per (strategy, parameter point), and
+costs by running each WordCount task on Spark (the median CPU time of 3 runs after a
+warm-up, less the empty job's; ``spark.task_costs``) unless given, runs every point as one
+Spark task, logs one child per (strategy, parameter point), and
 writes the summary table (CSV) and the model's figure (PNG) to ``.local/results``.
 """
 

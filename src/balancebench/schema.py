@@ -295,7 +295,7 @@ def check_values(
 
 def check_grid_size(sizes: dict[str, int], limit: int, limit_field: str) -> int:
     """The number of runs of a grid (the product of its axes' lengths and multipliers),
-    refused above ``limit`` before a single point is built; the message shows the sum."""
+    refused above ``limit`` before a single point is built; the message shows the product."""
     total = math.prod(sizes.values())
     if total > limit:
         shown = " x ".join(f"{n:,} {name}" for name, n in sizes.items())

@@ -40,7 +40,8 @@ class Workload:
     default_dataset: str
     reference: str
     description: str
-    #: Keys reported per window (TOPK); None = the whole count table.
+    #: Whether only the Param ``top_k`` keys by count are reported per window (TOPK); False =
+    #: the whole count table.
     top_k: bool = False
     #: How its stream is built from a dataset that is not a stream
     #: (``streams.STREAM_BUILDERS``: ``eq5``, ``band`` or ``wordcount``); None = a stream.

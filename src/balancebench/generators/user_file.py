@@ -5,10 +5,11 @@ This is how the pipeline runs on real data. Table ``events``: ``tuple_id`` (int6
 starts at 0, non-decreasing), ``key`` (int64). Table ``keys``: ``key`` (int64),
 ``value`` (string): one row per distinct key, sorted by ``key``.
 
-- **Keys.** CSV/Parquet: the ``user_file_key_column`` column. Integer columns (and CSV
-  columns whose every value is the canonical text of an int64, e.g. ``42`` but not
-  ``007``) keep their integers as keys and ``keys.value`` is ``str(key)``. Any other key
-  column (text, floats, dates, ...) is dictionary-encoded: its values as text, sorted by
+- **Keys.** CSV/Parquet: the ``user_file_key_column`` column; a text file: its words.
+  Integer columns (and text keys, from a CSV, a Parquet string column or a text file's
+  words, whose every value is the canonical text of an int64, e.g. ``42`` but not ``007``)
+  keep their integers as keys and ``keys.value`` is ``str(key)``. Any other key column
+  (other text, floats, dates, ...) is dictionary-encoded: its values as text, sorted by
   UTF-8 bytes (code-point order) and numbered 0..k-1, so the encoding is deterministic.
   ``keys`` is written in both cases, so every dataset of this generator has one layout.
   In a CSV only an empty field is a null (``NA``, ``null`` are ordinary keys).

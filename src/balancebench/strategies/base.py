@@ -107,8 +107,10 @@ class MigrationPlan:
     move_to: np.ndarray
     #: The router after the plan (``RoutingTable`` for paper 000's strategies).
     routing_table: Any
-    #: O1: wall time of ``plan()`` in milliseconds (``time.perf_counter``): deciding the
-    #: moves and building the router; statistics about the result are not included.
+    #: O1: wall time of ``plan()`` in milliseconds (``time.perf_counter``): grouping the
+    #: loads by node, deciding the moves, building the router, and counting the migrated
+    #: state (O3) and node loads after (plus any ``extra_plan_work_ms``); the imbalance and
+    #: split-key counts are not included.
     plan_time_ms: float
     #: O3: state tuples that change node (``amount / load * state`` summed over moves).
     migrated_state_tuples: float
