@@ -14,7 +14,8 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 - ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
   through the batch's node stages) on the default TOPK run and on full-history EQ5,
   beside plain Spark's trivial reduce stage in the same session (an empty batch grouped
-  by node, ``--nodes`` tasks). Target: TOPK <= 10 ms per node and batch.
+  by node, one task per node of the TOPK run: 8, as in ``make run``). Target: TOPK <= 10 ms
+  per node and batch.
 - ``per_tuple``: the engine's node CPU per tuple (sum over nodes and node stages / tuples
   received) of ``hash`` on the default TOPK run, against a plain Spark floor on the same
   tuples in the same session: each batch repartitioned by node, then a hash aggregate by

@@ -14,10 +14,11 @@ The ``model_experiment`` DAG (and ``balancebench run-model``) take these Params:
 :func:`model_points` expands them into :class:`ModelPoint` s; :func:`run_points_on_spark`
 runs each as one Spark task (``parallelize(points, len(points)).map(run_point)``), so on
 a cluster the points spread over executors; :func:`log_sweep` writes one MLflow child
-per (strategy, parameter point): every sweep Param, the point's values, the metrics
-averaged over repetitions (with ``<metric>_rep_std`` and the bootstrap 95% CI),
-repetition 0's series with ``step`` = sample index (``series_time_s`` gives the
-simulated time of each step), and every repetition's raw result as ``results.json``.
+per (strategy, parameter point): the sweep's Params that apply to its model
+(:func:`sweep_params`), the point's values, the metrics averaged over repetitions (with
+``<metric>_rep_std`` and the bootstrap 95% CI), repetition 0's series with ``step`` =
+sample index (``series_time_s`` gives the simulated time of each step), and every
+repetition's raw result in one JSON file under the artifact folder ``results/``.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def model_points(params: dict[str, Any], dataset_dir: str | None) -> list[ModelP
 
 
 def run_point(point_json: str) -> str:
-    """Run one point (an executor's work): the result, its wall time and events/s, as JSON."""
+    """Run one point (an executor's work): the point, its result and wall time, as JSON."""
     point = ModelPoint.from_json(point_json)
     started = time.perf_counter()
     result = get_model(point.model).run(point)
