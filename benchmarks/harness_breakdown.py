@@ -5,7 +5,9 @@
     uv run python benchmarks/harness_breakdown.py --sweep <parent run id>
 
 A run's ``harness_s_total`` is its batches' driver wall minus what the cost model
-charged them (``metrics.harness_s``): the harness's own time, never charged. Every batch
+charged them (``metrics.harness_s``): the harness's own time, never charged; of it,
+``harness_core_wait_s_total`` is a lower bound on the time the measured tasks waited for
+one of the machine's cores (``task_metrics.core_wait_s``), printed apart. Every batch
 logs the driver wall of its phases (``batch/phase_<name>_s``: the operator's job, the
 oracle, the statistics, the plan, the task-metric reads); this prints, over the sweep's
 runs after the first of each Spark application (the first pays the application's
@@ -22,6 +24,7 @@ import sys
 
 from balancebench import tracking
 from balancebench.experiment import RUN_INDEX_TAG
+from balancebench.report import CORE_WAIT_METRIC
 
 PHASES = ("operator", "oracle", "stats", "plan", "task_metrics")
 
@@ -38,7 +41,9 @@ def main() -> None:
             sys.exit(f"experiment: no sweep in {args.experiment!r}; run balancebench sweep")
         sweep = latest["run_id"]
     client = tracking.client()
-    later: dict[str, list[float]] = {p: [] for p in [*PHASES, "charged", "harness", "wall"]}
+    later: dict[str, list[float]] = {
+        p: [] for p in [*PHASES, "charged", "harness", "core_wait", "own", "wall"]
+    }
     first, n_runs = [], 0
     for _, cell in tracking.child_runs(sweep).iterrows():
         for _, run in tracking.child_runs(cell["run_id"]).iterrows():
@@ -55,6 +60,10 @@ def main() -> None:
                 later[phase].append(sum(m.value for m in history))
             later["charged"].append(float(run["metrics.charged_s_total"]))
             later["harness"].append(harness)
+            wait = run.get(f"metrics.{CORE_WAIT_METRIC}")
+            if wait is not None and wait == wait:  # runs before the split lack it
+                later["core_wait"].append(float(wait))
+                later["own"].append(harness - float(wait))
             later["wall"].append(
                 sum(m.value for m in client.get_metric_history(rid, "batch/batch_wall_s"))
             )
@@ -69,6 +78,11 @@ def main() -> None:
         f"    batch wall {med['wall']:.2f}: charged {med['charged']:.2f}, "
         f"harness {med['harness']:.2f}"
     )
+    if "own" in med:
+        print(
+            f"    of the harness: waiting for the machine's cores {med['core_wait']:.2f} (a "
+            f"lower bound), the harness's own work {med['own']:.2f}"
+        )
     for phase in PHASES:
         print(f"    phase {phase:<13} {med[phase]:.2f}")
     print(

@@ -347,7 +347,12 @@ def test_the_position_check_shows_a_first_run_slower_than_the_rest():
     """Runs sharing a Spark application: the report shows each position's deviation from
     its cell's mean, so a first run paying the warm-up is visible, and the harness's own
     time per run at the first position and after it."""
-    from balancebench.report import HARNESS_METRIC, POSITION_METRIC, measurement_lines
+    from balancebench.report import (
+        CORE_WAIT_METRIC,
+        HARNESS_METRIC,
+        POSITION_METRIC,
+        measurement_lines,
+    )
 
     runs = pd.DataFrame(
         {
@@ -364,6 +369,13 @@ def test_the_position_check_shows_a_first_run_slower_than_the_rest():
         "harness time per run (charged to no strategy): first run of an application "
         "median 9.00 s; later runs median 1.50 s, max 2.50 s"
     )
+    # Runs that measured their tasks' wait for a core: the later runs' split of it
+    waited = runs.assign(**{CORE_WAIT_METRIC: [5.0, 0.5, 0.5, 1.0, 0.25, 0.5]})
+    _, split = measurement_lines(waited)
+    assert split.endswith(
+        "of a later run, waiting for the machine's cores median 0.50 s (a lower bound) and "
+        "the harness's own work median 0.75 s"
+    )  # own: 0.5, 1.5, 0.5, 0.75, 2.0 (the first run, 9 - 5, left out)
     assert measurement_lines(runs.drop(columns=["run_index"])) == []  # older runs: none
     # An application that loads two datasets in turn: positions count on each dataset
     two = runs.assign(run_index=[1.0, 3.0, 5.0, 8.0, 10.0, 12.0])

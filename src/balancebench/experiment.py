@@ -139,6 +139,12 @@ def summarize(
             sum(b.migration.extract_s for b in batches if b.migration is not None)
         ),
         "harness_s_total": float(run.harness_s.sum()),
+        "harness_core_wait_s_total": float(
+            sum(
+                min(b.extra.get(metrics.CORE_WAIT, 0.0), h)
+                for b, h in zip(batches, run.harness_s, strict=True)
+            )
+        ),
         "retried_stages_total": float(sum(b.extra.get("retried_stages", 0.0) for b in batches)),
         "scale_outs_total": float(sum(b.extra.get("scaled_out", 0.0) for b in batches)),
         "scale_out_adjustment_s_total": float(adjustment),

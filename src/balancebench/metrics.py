@@ -53,6 +53,8 @@ from balancebench import replay
 
 #: Default link speed for the transfer part of a migration (1 GbE), MB/s (1 MB = 1e6 B).
 DEFAULT_BANDWIDTH_MB_PER_S: Final[float] = 125.0
+#: The per-batch metric of the part of harness_s that is tasks waiting for a core.
+CORE_WAIT: Final[str] = "harness_core_wait_s"
 
 
 def _zeros() -> np.ndarray:
@@ -375,6 +377,15 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "bookkeeping, the engine's costs reported apart (migration_extract_s), and the time "
         "the emulated nodes wait for this machine's few cores (seconds, >= 0)."
     ),
+    CORE_WAIT: (
+        "[per batch] of harness_s, a lower bound on the time the batch's measured tasks "
+        "waited for one of this machine's cores: per stage whose CPU is charged (routing, "
+        "node stages), the tasks' executorCpuTime summed and spread over the application's "
+        "cores, minus the longest task's (a cluster with a core per node runs them side by "
+        "side), seconds, >= 0. The part of harness_s that more cores would remove; the "
+        "rest is the harness's own work (scheduling, planning, the oracle, statistics, "
+        "task-metric reads)."
+    ),
     "ideal_makespan_s": "[per batch] mean over nodes of the same CPU times (seconds).",
     "makespan_wall_s": (
         "[per batch] max over nodes of the summed executorRunTime (wall) of the same tasks "
@@ -504,6 +515,11 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "harness_s_total": (
         "Sum of harness_s over the run (seconds): the harness's own cost, reported apart."
+    ),
+    "harness_core_wait_s_total": (
+        "Sum over the run's batches of harness_core_wait_s, each at most its harness_s "
+        "(seconds): of harness_s_total, the tasks waiting for this machine's cores; "
+        "harness_s_total minus it is the harness's own work."
     ),
     "latency_p50_s": (
         "Median event-time latency over all tuples: end of the tuple's batch under the "

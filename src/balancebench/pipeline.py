@@ -618,6 +618,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     from balancebench.paper000 import FIGURE_COMPONENTS, FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
     from balancebench.report import (
+        CORE_WAIT_METRIC,
         HARNESS_METRIC,
         POSITION_METRIC,
         cell_check,
@@ -666,7 +667,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
                         ).astype(float),
                         **{
                             m: done.get(f"metrics.{m}")
-                            for m in (POSITION_METRIC, HARNESS_METRIC)
+                            for m in (POSITION_METRIC, HARNESS_METRIC, CORE_WAIT_METRIC)
                             if f"metrics.{m}" in done
                         },
                     }

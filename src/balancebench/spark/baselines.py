@@ -31,10 +31,16 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from balancebench.metrics import CORE_WAIT
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.replay_stream import EngineConfig
-from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, add_node_stage
+from balancebench.spark.task_metrics import (
+    GroupWork,
+    TaskMetricsReader,
+    add_node_stage,
+    core_wait_s,
+)
 from balancebench.workloads import check_strategy
 
 #: Columns of the replay stream (``replay_stream.load_replay``).
@@ -120,7 +126,7 @@ class Baseline(MicroBatchLoop):
         # The node work is summed like the engine's (``task_metrics.add_node_stage``);
         # what differs is which stages are the nodes': Spark plans these queries, so
         # their stages are told apart by their shuffles, not by a job the runner built.
-        work = GroupWork(n)
+        work = GroupWork(n, cores=self.reader.cores)
         info = {
             "stages_measured": 0.0,
             "tasks_measured": 0.0,
@@ -153,6 +159,7 @@ class Baseline(MicroBatchLoop):
                 if shuffle.sum() == 0 and not final:
                     # Scans the input and writes a shuffle: the senders' routing.
                     info["route_work_s"] += float(cpu_s.sum())
+                    work.core_wait_s += core_wait_s(cpu_s, work.cores)
                     continue
                 if len(tasks) % n == 0 and not (self.adaptive and shuffle.sum() > 0):
                     slots = None  # task j on node partition j mod n
@@ -166,6 +173,7 @@ class Baseline(MicroBatchLoop):
                 add_node_stage(work, tasks, slots)
                 info["stages_measured"] += 1
                 info["tasks_measured"] += len(tasks)
+        info[CORE_WAIT] = work.core_wait_s
         # Rows a node's tasks read: the shuffle's, and the kept tuples a stage scans.
         received = work.node_records_read + work.node_input_records
         if self.adaptive:

@@ -33,6 +33,8 @@ class TaskMetricsReader:
         if not sc.uiWebUrl:
             raise RuntimeError("Spark UI is disabled (spark.ui.enabled=false): no task metrics")
         self.sc = sc
+        #: The cores the application's tasks share (local[*]: the machine's).
+        self.cores = max(1, int(sc.defaultParallelism))
         self.base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
         self.timeout_s = timeout_s
 
@@ -163,6 +165,10 @@ class GroupWork:
     sender_rows: int = 0
     #: Executed sender tasks (for the calibration's fixed cost per sender).
     sender_tasks: int = 0
+    #: The cores the tasks share, and a lower bound on how long the measured stages'
+    #: tasks waited for one (:func:`core_wait_s`, summed over the stages).
+    cores: int = 1
+    core_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
@@ -186,6 +192,17 @@ class GroupWork:
         return self.sender_cpu_s / self.sender_rows if self.sender_rows else 0.0
 
 
+def core_wait_s(cpu_s: np.ndarray, cores: int) -> float:
+    """A lower bound on how long one stage's tasks waited for a core (s): their CPU time
+    spread over the ``cores`` the application has, minus the longest task's. On a cluster
+    with a core per node the tasks run side by side and the stage takes its longest task;
+    here ``n`` nodes' tasks queue for a few cores. Neither charged to a strategy nor the
+    harness's own work: the part of ``harness_s`` that more cores would remove."""
+    if len(cpu_s) == 0:
+        return 0.0
+    return max(0.0, float(np.sum(cpu_s)) / max(1, cores) - float(np.max(cpu_s)))
+
+
 def _group_stage_ids(reader: TaskMetricsReader, group: str) -> list[int]:
     tracker = reader.sc.statusTracker()
     return sorted(
@@ -200,7 +217,7 @@ def _group_stage_ids(reader: TaskMetricsReader, group: str) -> list[int]:
 def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -> GroupWork:
     """Task metrics of one finished job group, charged by its ``role`` (see above).
     Skipped stages (already computed) count nothing."""
-    work = GroupWork(n_nodes)
+    work = GroupWork(n_nodes, cores=reader.cores)
     for sid in _group_stage_ids(reader, group):
         tasks = reader.stage_tasks(sid)
         if not tasks:
@@ -212,6 +229,7 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
         writes = any(m["shuffleWriteMetrics"]["recordsWritten"] for m in metrics)
         if role == ROUTE and (writes or len(tasks) % n_nodes):
             work.route_work_s += float(cpu.sum())
+            work.core_wait_s += core_wait_s(cpu, work.cores)
             continue
         if len(tasks) % n_nodes:
             continue  # not one task per node: bookkeeping, not node work
@@ -228,6 +246,7 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
     run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
     work.stages += 1
+    work.core_wait_s += core_wait_s(cpu, work.cores)
     if nodes is None:
         nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
     np.add.at(work.node_cpu_s, nodes, cpu)
@@ -273,7 +292,7 @@ def batch_work(
     (broadcasting a routing table or a migration's segments, a layout's first look at
     the batch) are routing work, as in :func:`group_work`.
     """
-    work = GroupWork(n_nodes)
+    work = GroupWork(n_nodes, cores=reader.cores)
     jobs = sorted(reader.sc.statusTracker().getJobIdsForGroup(group))
     staged = [(job, _job_stage_tasks(reader, job)) for job in jobs]
 
@@ -288,10 +307,14 @@ def batch_work(
                 work.retried_stages += 1
         if job != main:
             for tasks in stages:
-                work.route_work_s += sum(t["taskMetrics"]["executorCpuTime"] for t in tasks) / 1e9
+                cpu = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
+                work.route_work_s += float(cpu.sum())
+                work.core_wait_s += core_wait_s(cpu, work.cores)
             continue
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
         for i, tasks in enumerate(routing):
+            cpu = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
+            work.core_wait_s += core_wait_s(cpu, work.cores)
             last = i == len(routing) - 1
             for t in tasks:
                 m = t["taskMetrics"]
