@@ -86,8 +86,9 @@ def main() -> None:
     for phase in PHASES:
         print(f"    phase {phase:<13} {med[phase]:.2f}")
     print(
-        "  (the operator phase is the batch's Spark job: its wall minus the charged CPU is "
-        "scheduling, waiting for a core and task start-up)"
+        "  (the operator phase is the batch's plan built and its Spark job run: its wall "
+        "minus the charged CPU is the driver's planning, scheduling, task start-up and "
+        "the wait for a core above)"
     )
 
 

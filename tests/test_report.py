@@ -383,3 +383,16 @@ def test_the_position_check_shows_a_first_run_slower_than_the_rest():
     by_dataset, _ = measurement_lines(two)
     assert "1: +11.8% (2 run(s))" in by_dataset  # (+23.5% + 0%) / 2
     assert "8:" not in by_dataset
+    # Dozens of runs on one dataset (a tolerance axis shares its load): the first
+    # positions one by one, the later ones pooled
+    many = pd.DataFrame(
+        {
+            "cell": ["a"] * 30,
+            "run_index": [float(i) for i in range(1, 31)],
+            POSITION_METRIC: [4.0] + [1.0] * 29,
+        }
+    )
+    (pooled,) = measurement_lines(many)
+    assert "1: +263.6% (1 run(s))" in pooled  # 4 against a mean of 33 / 30
+    assert "9: -9.1% (1 run(s))" in pooled and "10-30: -9.1% (21 run(s))" in pooled
+    assert "11:" not in pooled

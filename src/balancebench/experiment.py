@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -287,6 +287,17 @@ def engine_config(params: ExperimentSpec, interval_s: float, master: str) -> Any
     )
 
 
+#: Params a run reads and its loaded dataset does not (the strategy, and the balance
+#: tolerance its planner is given): runs that differ only in these share one load.
+RUN_ONLY_PARAMS: Final[frozenset[str]] = frozenset({"strategies", "tolerance"})
+
+
+def _differ_beyond_run_only(a: ExperimentSpec, b: ExperimentSpec) -> bool:
+    """Whether ``a`` and ``b`` differ in a Param outside :data:`RUN_ONLY_PARAMS`."""
+    left, right = a.to_json(), b.to_json()
+    return any(left.get(k) != right.get(k) for k in {*left, *right} - RUN_ONLY_PARAMS)
+
+
 class LoadedCell:
     """One dataset's replay stream loaded in a Spark session, and what every run of it
     needs (its engine configuration, the tuples' event times): the runs of a sweep's cell
@@ -327,25 +338,34 @@ class LoadedCell:
         name: str,
         strategy: Any = None,
         on_batch: Callable[[Any], None] | None = None,
+        params: ExperimentSpec | None = None,
     ) -> tuple[list[Any], dict[str, float]]:
         """Strategy ``name`` (``strategy``, or a fresh instance), warmed up
         (:func:`warm_up`) on its first run in this application, then measured: its
         batches and run summary (:func:`summarize`, with the measured batches' ``wall_s``
         and ``oracle_passed``). A later run of the same strategy finds its code paths
-        compiled by the first (the position check shows what remains)."""
+        compiled by the first (the position check shows what remains). ``params``: the
+        run's own, where they differ from the cell's in :data:`RUN_ONLY_PARAMS` only."""
+        if params is None:
+            params = self.params
+        elif _differ_beyond_run_only(params, self.params):
+            raise ValueError(
+                "params: a run on a loaded dataset may differ from it only in "
+                f"{sorted(RUN_ONLY_PARAMS)}"
+            )
         if name not in self.warmed:
-            warm_up(spark, self.df, self.config, name, self.params)
+            warm_up(spark, self.df, self.config, name, params)
             self.warmed.add(name)
-        strategy = strategy if strategy is not None else fresh_strategy(name, self.params)
+        strategy = strategy if strategy is not None else fresh_strategy(name, params)
         started = time.perf_counter()
-        batches = execute(spark, self.df, self.config, strategy, name, self.params, on_batch)
+        batches = execute(spark, self.df, self.config, strategy, name, params, on_batch)
         wall_s = time.perf_counter() - started
         summary = summarize(
             batches,
             self.times,
             self.batch_of,
             self.interval_s,
-            self.params.network_bandwidth_mb_per_s,
+            params.network_bandwidth_mb_per_s,
         )
         summary["wall_s"] = wall_s
         summary["oracle_passed"] = float(all(b.oracle_passed for b in batches))
@@ -473,8 +493,8 @@ def _check(spec: RunSpec) -> _Checked:
 
 
 def _dataset_key(run: _Checked) -> tuple[str, str]:
-    """What a loaded dataset is: the dataset and every Param but the strategy."""
-    params = {k: v for k, v in run.params.to_json().items() if k != "strategies"}
+    """What a loaded dataset is: the dataset and every Param but :data:`RUN_ONLY_PARAMS`."""
+    params = {k: v for k, v in run.params.to_json().items() if k not in RUN_ONLY_PARAMS}
     return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
 
@@ -693,6 +713,7 @@ def _measure(
                 spark,
                 spec.strategy,
                 strategy,
+                params=params,
                 on_batch=lambda r: _log_batch(
                     r,
                     spec.run_name or spec.strategy,

@@ -318,6 +318,8 @@ def _checked(checks: dict[str, CellCheck] | None) -> str:
     return "; ".join(parts)
 
 
+#: Positions on a loaded dataset the position check shows one by one (later ones pooled).
+POSITIONS_SHOWN: Final[int] = 9
 #: The timed figure whose spread across positions in an application the report shows.
 POSITION_METRIC: Final[str] = "makespan_s_total"
 #: The harness's own time per run (driver wall minus charged cost), as MLflow names it.
@@ -346,9 +348,19 @@ def measurement_lines(runs: pd.DataFrame) -> list[str]:
     if "dataset_run_index" in runs:
         on_dataset = runs["dataset_run_index"].fillna(runs["run_index"])
     change = runs[POSITION_METRIC] / runs.groupby("cell")[POSITION_METRIC].transform("mean") - 1
-    per_position = change.groupby(on_dataset).agg(["mean", "size"]).sort_index()
+    # A position effect is in the first runs after a load; the later ones are one bucket
+    # (a dataset shared by many cells, e.g. a tolerance axis, has dozens of positions).
+    last = int(on_dataset.max())
+    bucket = on_dataset.clip(upper=POSITIONS_SHOWN + 1)
+    per_position = change.groupby(bucket).agg(["mean", "size"]).sort_index()
+
+    def label(i: float) -> str:
+        if i <= POSITIONS_SHOWN or last == POSITIONS_SHOWN + 1:
+            return str(int(i))
+        return f"{POSITIONS_SHOWN + 1}-{last}"
+
     shown = ", ".join(
-        f"{int(i)}: {row['mean']:+.1%} ({int(row['size'])} run(s))"
+        f"{label(i)}: {row['mean']:+.1%} ({int(row['size'])} run(s))"
         for i, row in per_position.iterrows()
     )
     lines = [
