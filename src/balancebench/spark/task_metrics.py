@@ -194,10 +194,11 @@ class GroupWork:
 
 def core_wait_s(cpu_s: np.ndarray, cores: int) -> float:
     """A lower bound on how long one stage's tasks waited for a core (s): their CPU time
-    spread over the ``cores`` the application has, minus the longest task's. On a cluster
-    with a core per node the tasks run side by side and the stage takes its longest task;
-    here ``n`` nodes' tasks queue for a few cores. Neither charged to a strategy nor the
-    harness's own work: the part of ``harness_s`` that more cores would remove."""
+    (``cpu_s``: per task, or per node for a node stage) spread over the ``cores`` the
+    application has, minus the longest. On a cluster with a core per node the nodes run
+    side by side and the stage takes its longest; here ``n`` nodes' tasks queue for a few
+    cores. Neither charged to a strategy nor the harness's own work: the part of
+    ``harness_s`` that more cores would remove."""
     if len(cpu_s) == 0:
         return 0.0
     return max(0.0, float(np.sum(cpu_s)) / max(1, cores) - float(np.max(cpu_s)))
@@ -246,7 +247,6 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
     run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
     work.stages += 1
-    work.core_wait_s += core_wait_s(cpu, work.cores)
     if nodes is None:
         nodes = np.array([int(t.get("partitionId", t["index"])) for t in tasks]) % n_nodes
     np.add.at(work.node_cpu_s, nodes, cpu)
@@ -258,6 +258,8 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     stage = np.zeros(n_nodes)
     np.add.at(stage, nodes, cpu)
     work.stage_cpu_s.append(stage)
+    # Per node: a node runs its own tasks one after another, on a cluster as here.
+    work.core_wait_s += core_wait_s(stage, work.cores)
     read = np.zeros(n_nodes, dtype=np.int64)
     np.add.at(read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics])
     work.stage_records_read.append(read)
