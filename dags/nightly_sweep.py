@@ -18,8 +18,9 @@ Wiring only; every step is a function of `balancebench.pipeline`.
 3. **run_application** (mapped over Spark applications: one per workload and N, each
    shown as `application k of K: <workload> · N=<n_nodes> · s=<zipf_s values> (R runs)`):
    one `spark-submit spark_apps/run_workload.py` per application, which loads its cell
-   groups' datasets in turn (a cell group: the cells that differ only in the strategy)
-   and runs each group's repetitions in rotated order, each with the same run spec as
+   groups' datasets in turn (a cell group: the cells that differ only in the strategy;
+   groups that differ only in the tolerance share one load) and runs each group's
+   repetitions in rotated order, each with the same run spec as
    `balance_experiment` and its own MLflow run; the task log says `run r of R` with the
    time left. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) applications at once.
 4. **summarize**: mean, std and bootstrap 95% CI per cell; the regression check against

@@ -378,11 +378,12 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "the emulated nodes wait for this machine's few cores (seconds, >= 0)."
     ),
     CORE_WAIT: (
-        "[per batch] of harness_s, a lower bound on the time the batch's measured tasks "
-        "waited for one of this machine's cores: per stage whose CPU is charged (routing, "
-        "node stages), the tasks' executorCpuTime summed and spread over the application's "
-        "cores, minus the longest task's (a cluster with a core per node runs them side by "
-        "side), seconds, >= 0. The part of harness_s that more cores would remove; the "
+        "[per batch] of harness_s (at most it), a lower bound on the time the batch's "
+        "measured tasks waited for one of this machine's cores: per stage whose CPU is "
+        "charged, its executorCpuTime summed and spread over the application's cores, minus "
+        "the longest task's (routing stages) or the busiest node's (node stages: a node "
+        "runs its tasks one after another); a cluster with a core per node runs them side "
+        "by side. Seconds, >= 0. The part of harness_s that more cores would remove; the "
         "rest is the harness's own work (scheduling, planning, the oracle, statistics, "
         "task-metric reads)."
     ),

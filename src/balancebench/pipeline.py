@@ -469,6 +469,10 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
 #: rotated order (earlier sweeps ran one application per cell group, and before that one
 #: per run).
 MEASURED_IN = "one application per workload and N, datasets in turn, rotated"
+#: Added to it where an application has several tolerances: since 2026-11-27 the cell
+#: groups of one dataset that differ only in the tolerance share its load
+#: (``experiment.RUN_ONLY_PARAMS``), so their runs' positions on it moved.
+SHARED_TOLERANCES = ", tolerance groups sharing a load"
 
 
 @ends_runs_on_failure
@@ -494,11 +498,13 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     grid_cells = cells(p["grid"])
     # Per application, what its runs share: the strategies and the cell groups.
     shares: dict[str, dict[str, list[str]]] = {}
+    tolerances: dict[str, set[float]] = {}
     for cell in grid_cells:
         share = shares.setdefault(cell.application, {"strategies": [], "cell_groups": []})
         for key, value in (("strategies", cell.strategy), ("cell_groups", cell.group)):
             if value not in share[key]:
                 share[key].append(value)
+        tolerances.setdefault(cell.application, set()).add(g.cell_spec(cell.label).tolerance)
     for cell in grid_cells:
         cp = g.cell_spec(cell.label)
         data = g.datasets[_dataset_key(cp)]
@@ -507,9 +513,10 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
         # measured the same way: a run's position in its application moves its timings
         # (the report's position check), so the application's strategies and repetitions
         # are part of the key.
+        shared_load = len(tolerances[cell.application]) > 1
         keyed = {
             **applies,
-            "measured_in": MEASURED_IN,
+            "measured_in": MEASURED_IN + (SHARED_TOLERANCES if shared_load else ""),
             "application": {**shares[cell.application], "repetitions": p["repetitions"]},
         }
         key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]

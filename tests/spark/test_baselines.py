@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from balancebench.generators import generate
+from balancebench.metrics import CORE_WAIT
 from balancebench.operators import AGGREGATE
 from balancebench.paths import datasets_dir
 from balancebench.strategies import get_strategy
@@ -103,6 +104,8 @@ def _run(spark, replays, strategy: str, workload: str, window_batches: float, **
         assert r.node_run_time_s.sum() > 0
         assert r.routing_table_entries == 0 and r.migrated_tuples == 0 and r.plan is None
         assert r.input_tuples == int((replays[workload][2]["batch"] == r.batch).sum())
+        # measured like the engine's: its charged stages' wait for one of the 2 cores
+        assert r.extra[CORE_WAIT] >= 0.0
     return config, results
 
 

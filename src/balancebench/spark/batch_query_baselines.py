@@ -46,6 +46,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from balancebench.metrics import CORE_WAIT
 from balancebench.spark.baselines import COLUMNS, Baseline
 from balancebench.spark.join_keys import candidate_keys, n_candidates
 from balancebench.spark.loop import BatchResult, PhaseClock, release
@@ -132,6 +133,7 @@ class _BatchQueries(Baseline):
         run, cpu, received, info = self.measure(group)
         # Receiving the batch: its scan and shuffle are the senders', its n tasks the nodes'.
         info["route_work_s"] += ingest.route_work_s
+        info[CORE_WAIT] = info.get(CORE_WAIT, 0.0) + ingest.core_wait_s
         extra.update(info)
         clock.lap("task_metrics")
         state = self._drop_and_count(b)

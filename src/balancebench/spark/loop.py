@@ -206,10 +206,12 @@ class MicroBatchLoop(ABC):
         # A property of the loaded stream, so counted once for all the runs on it (a Spark
         # job and a plan per run before: 0.2-0.6 s of each run's wall).
         layout = kept_with(stream, "layout")
-        if not layout:
+        if not layout:  # both or neither: a failure here leaves nothing half-kept
             rows = stream.groupBy("batch", "side").count().collect()
-            layout["counts"] = {(int(r["batch"]), str(r["side"])): int(r["count"]) for r in rows}
-            layout["senders"] = max(1, batch_frame(stream, 0).rdd.getNumPartitions())
+            layout.update(
+                counts={(int(r["batch"]), str(r["side"])): int(r["count"]) for r in rows},
+                senders=max(1, batch_frame(stream, 0).rdd.getNumPartitions()),
+            )
         #: Senders of the routing stage: the partitions of a batch of the replayed stream.
         self.senders: int = layout["senders"]
         #: Input tuples per (batch, side), counted once per loaded stream.

@@ -63,8 +63,9 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 
 #: What is kept with a loaded replay stream while it lives, by stream frame, one place for
 #: all of it (released with the stream, :func:`release_replay`): its per-batch frames
-#: (``batch_frames``), the oracle's references (``oracle_references``) and the engine's
-#: calibrated fixed cost (``fixed_costs``).
+#: (``batch_frames``), the oracle's references (``oracle_references``), the engine's
+#: calibrated fixed cost (``fixed_costs``) and the loop's input counts per (batch, side)
+#: and senders (``layout``).
 _KEPT_WITH_STREAM: weakref.WeakKeyDictionary[DataFrame, dict[str, Any]] = (
     weakref.WeakKeyDictionary()
 )
