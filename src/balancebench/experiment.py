@@ -139,12 +139,7 @@ def summarize(
             sum(b.migration.extract_s for b in batches if b.migration is not None)
         ),
         "harness_s_total": float(run.harness_s.sum()),
-        "harness_core_wait_s_total": float(
-            sum(
-                min(b.extra.get(metrics.CORE_WAIT, 0.0), h)
-                for b, h in zip(batches, run.harness_s, strict=True)
-            )
-        ),
+        "harness_core_wait_s_total": float(sum(c.harness_core_wait_s for c in costs)),
         "retried_stages_total": float(sum(b.extra.get("retried_stages", 0.0) for b in batches)),
         "scale_outs_total": float(sum(b.extra.get("scaled_out", 0.0) for b in batches)),
         "scale_out_adjustment_s_total": float(adjustment),
@@ -212,7 +207,7 @@ def batch_metrics(
         **{k: float(v) for k, v in result.extra.items()},
     }
     if metrics.CORE_WAIT in out:  # part of harness_s, as its definition says
-        out[metrics.CORE_WAIT] = min(out[metrics.CORE_WAIT], costs.harness_s)
+        out[metrics.CORE_WAIT] = costs.harness_core_wait_s
     if result.migration is not None:
         out["migration_extract_s"] = result.migration.extract_s
     if result.plan is not None:
@@ -294,10 +289,9 @@ def engine_config(params: ExperimentSpec, interval_s: float, master: str) -> Any
 RUN_ONLY_PARAMS: Final[frozenset[str]] = frozenset({"strategies", "tolerance"})
 
 
-def _differ_beyond_run_only(a: ExperimentSpec, b: ExperimentSpec) -> bool:
-    """Whether ``a`` and ``b`` differ in a Param outside :data:`RUN_ONLY_PARAMS`."""
-    left, right = a.to_json(), b.to_json()
-    return any(left.get(k) != right.get(k) for k in {*left, *right} - RUN_ONLY_PARAMS)
+def _loaded_params(params: ExperimentSpec) -> dict[str, Any]:
+    """The Params a loaded dataset is made with: all but :data:`RUN_ONLY_PARAMS`."""
+    return {k: v for k, v in params.to_json().items() if k not in RUN_ONLY_PARAMS}
 
 
 class LoadedCell:
@@ -350,7 +344,7 @@ class LoadedCell:
         run's own, where they differ from the cell's in :data:`RUN_ONLY_PARAMS` only."""
         if params is None:
             params = self.params
-        elif _differ_beyond_run_only(params, self.params):
+        elif _loaded_params(params) != _loaded_params(self.params):
             raise ValueError(
                 "params: a run on a loaded dataset may differ from it only in "
                 f"{sorted(RUN_ONLY_PARAMS)}"
@@ -496,7 +490,7 @@ def _check(spec: RunSpec) -> _Checked:
 
 def _dataset_key(run: _Checked) -> tuple[str, str]:
     """What a loaded dataset is: the dataset and every Param but :data:`RUN_ONLY_PARAMS`."""
-    params = {k: v for k, v in run.params.to_json().items() if k not in RUN_ONLY_PARAMS}
+    params = _loaded_params(run.params)
     return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
 

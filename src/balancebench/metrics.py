@@ -83,6 +83,9 @@ class BatchCosts:
     driver_wall_s: float = 0.0
     #: Link speed for a migration's transfer (MB/s, 1 MB = 1e6 B).
     bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S
+    #: Measured lower bound on the seconds the batch's tasks waited for a core
+    #: (``task_metrics.core_wait_s``), as the runner read it.
+    core_wait_s: float = 0.0
 
     @property
     def node_service_s(self) -> float:
@@ -130,6 +133,11 @@ class BatchCosts:
     def harness_s(self) -> float:
         """Driver wall of the batch that the clock does not charge (never negative)."""
         return max(0.0, self.driver_wall_s - self.charged_s)
+
+    @property
+    def harness_core_wait_s(self) -> float:
+        """Of :attr:`harness_s`, the tasks' wait for a core (at most all of it)."""
+        return min(self.core_wait_s, self.harness_s)
 
 
 def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ from balancebench.spark.task_metrics import (
     GroupWork,
     TaskMetricsReader,
     add_node_stage,
-    core_wait_s,
+    add_route_stage,
 )
 from balancebench.workloads import check_strategy
 
@@ -158,8 +158,7 @@ class Baseline(MicroBatchLoop):
                 cpu_s = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
                 if shuffle.sum() == 0 and not final:
                     # Scans the input and writes a shuffle: the senders' routing.
-                    info["route_work_s"] += float(cpu_s.sum())
-                    work.core_wait_s += core_wait_s(cpu_s, work.cores)
+                    add_route_stage(work, cpu_s)
                     continue
                 if len(tasks) % n == 0 and not (self.adaptive and shuffle.sum() > 0):
                     slots = None  # task j on node partition j mod n
@@ -173,6 +172,7 @@ class Baseline(MicroBatchLoop):
                 add_node_stage(work, tasks, slots)
                 info["stages_measured"] += 1
                 info["tasks_measured"] += len(tasks)
+        info["route_work_s"] = work.route_work_s
         info[CORE_WAIT] = work.core_wait_s
         # Rows a node's tasks read: the shuffle's, and the kept tuples a stage scans.
         received = work.node_records_read + work.node_input_records

@@ -27,7 +27,12 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
 from balancebench.loads import imbalance
-from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S, BatchCosts, MigrationWork
+from balancebench.metrics import (
+    CORE_WAIT,
+    DEFAULT_BANDWIDTH_MB_PER_S,
+    BatchCosts,
+    MigrationWork,
+)
 from balancebench.paths import local_dir
 from balancebench.spark.replay_stream import batch_frame, kept_with
 from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
@@ -129,6 +134,7 @@ class BatchResult:
             migration_received_bytes=m.received_bytes if m is not None else empty,
             driver_wall_s=self.wall_s,
             bandwidth_mb_per_s=bandwidth_mb_per_s,
+            core_wait_s=self.extra.get(CORE_WAIT, 0.0),
         )
 
 

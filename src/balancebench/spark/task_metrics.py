@@ -192,6 +192,11 @@ class GroupWork:
         return self.sender_cpu_s / self.sender_rows if self.sender_rows else 0.0
 
 
+def _cpu_s(tasks: list[dict]) -> np.ndarray:
+    """The tasks' ``executorCpuTime`` (s)."""
+    return np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
+
+
 def core_wait_s(cpu_s: np.ndarray, cores: int) -> float:
     """A lower bound on how long one stage's tasks waited for a core (s): their CPU time
     (``cpu_s``: per task, or per node for a node stage) spread over the ``cores`` the
@@ -202,6 +207,13 @@ def core_wait_s(cpu_s: np.ndarray, cores: int) -> float:
     if len(cpu_s) == 0:
         return 0.0
     return max(0.0, float(np.sum(cpu_s)) / max(1, cores) - float(np.max(cpu_s)))
+
+
+def add_route_stage(work: GroupWork, cpu_s: np.ndarray) -> None:
+    """One routing stage's task CPU (s) into ``work``: charged as routing work, and its
+    tasks' wait for a core."""
+    work.route_work_s += float(np.sum(cpu_s))
+    work.core_wait_s += core_wait_s(cpu_s, work.cores)
 
 
 def _group_stage_ids(reader: TaskMetricsReader, group: str) -> list[int]:
@@ -226,11 +238,10 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
         if any(t.get("stageAttempts", 1) > 1 for t in tasks):
             work.retried_stages += 1
         metrics = [t["taskMetrics"] for t in tasks]
-        cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
+        cpu = _cpu_s(tasks)
         writes = any(m["shuffleWriteMetrics"]["recordsWritten"] for m in metrics)
         if role == ROUTE and (writes or len(tasks) % n_nodes):
-            work.route_work_s += float(cpu.sum())
-            work.core_wait_s += core_wait_s(cpu, work.cores)
+            add_route_stage(work, cpu)
             continue
         if len(tasks) % n_nodes:
             continue  # not one task per node: bookkeeping, not node work
@@ -244,7 +255,7 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     places them (an adaptive plan's tasks are not the nodes' partitions)."""
     n_nodes = work.n_nodes
     metrics = [t["taskMetrics"] for t in tasks]
-    cpu = np.array([m["executorCpuTime"] for m in metrics]) / 1e9
+    cpu = _cpu_s(tasks)
     run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
     work.stages += 1
     if nodes is None:
@@ -309,14 +320,12 @@ def batch_work(
                 work.retried_stages += 1
         if job != main:
             for tasks in stages:
-                cpu = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
-                work.route_work_s += float(cpu.sum())
-                work.core_wait_s += core_wait_s(cpu, work.cores)
+                add_route_stage(work, _cpu_s(tasks))
             continue
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
         for i, tasks in enumerate(routing):
-            cpu = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
-            work.core_wait_s += core_wait_s(cpu, work.cores)
+            # The whole stage's wait (its senders' and a migration's extract tasks alike).
+            work.core_wait_s += core_wait_s(_cpu_s(tasks), work.cores)
             last = i == len(routing) - 1
             for t in tasks:
                 m = t["taskMetrics"]
