@@ -159,6 +159,8 @@ BENCH_CASES: list[tuple[list[str], str]] = [
     (["crossover.py", "--skews", "9"], "zipf_s"),
     (["crossover.py", "--loads", "0"], "--loads"),
     (["generate.py", "--only", "zz"], "--only"),
+    (["harness_cpu.py", "--skip", "12"], "--skip"),
+    (["harness_cpu.py", "--conf", '{"workload": "eq6"}'], "workload"),
 ]
 
 
