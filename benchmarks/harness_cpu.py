@@ -1,8 +1,9 @@
 """Where a cell's CPU goes, run after run in one Spark application (Linux ``/proc``).
 
-    uv run python benchmarks/harness_cpu.py                  # paper 000 Fig. 7's cell
-    uv run python benchmarks/harness_cpu.py --runs 6 --conf \\
-        '{"workload": "eq5", "strategies": ["qmmp"], "tpch_scale_factor": 0.02, "n_nodes": 12}'
+    uv run python benchmarks/harness_cpu.py --runs 9         # paper 000 Fig. 7's cell
+    uv run python benchmarks/harness_cpu.py --runs 12 --conf \\
+        '{"workload": "eq5", "strategies": ["hash", "qmmp", "mnrt", "dynamic", "bi", "bi6"],
+          "zipf_s": 1.0, "n_nodes": 12, "tpch_scale_factor": 0.02, "n_batches": 4}'
 
 A run's harness (``harness_s_total``: its batches' driver wall minus what the cost model
 charged, ``metrics.harness_s``) is not the harness's CPU: on this machine's cores it is
@@ -17,17 +18,20 @@ by who used it:
   oracle's and statistics' jobs;
 - ``jit``: HotSpot's compiler threads, compiling Spark's and the generated code;
 - ``gc``: the garbage collector's threads;
-- ``py4j``: the JVM threads that serve the Python driver's calls: building, analysing,
-  optimising and planning every query the run sends (its batches', the oracle's and the
-  statistics'), and submitting its jobs;
+- ``py4j``: the JVM threads that serve the Python driver's calls (Py4J's, named
+  ``Thread-<n>``, as is any other unnamed thread): building, analysing, optimising and
+  planning every query the run sends (its batches', the oracle's and the statistics'),
+  and submitting its jobs;
 - ``jvm other``: the rest of the JVM (the scheduler, the listener bus and the UI store and
   REST API the task metrics are read from, threads that ended during the run);
 - ``python``: the driver's Python (the strategies' planners, the statistics' arrays, Py4J)
-  and the Python workers per-tuple routing starts.
+  and the processes under the JVM: pyspark's daemon and the Python workers it forks for
+  per-tuple routing (read while alive: pyspark reuses them).
 
-``busy`` is that CPU over the run's wall: near the machine's core count, the harness can
-only shrink by less work, not by overlapping it. The medians are over the runs after
-``--skip`` (the JIT keeps compiling Spark's own code for the first few runs).
+``busy`` is that CPU over the run's wall, against the machine's cores. The medians are
+over the runs after ``--skip`` (default: the first round, one run per strategy, whose
+CPU includes the strategy's warm-up; the JIT keeps compiling Spark's own code for a few
+rounds more).
 Linux only: it reads the JVM's threads from ``/proc``.
 """
 
@@ -41,7 +45,7 @@ from collections import Counter
 from pathlib import Path
 
 from balancebench.experiment import LoadedCell
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.experiment_params import ExperimentSpec, check_inputs
 from balancebench.schema import parse_json_object, positive_int
 
 #: Paper 000 Fig. 7's cell: the figure with the most harness per run (TOPK, 6 batches).
@@ -55,10 +59,11 @@ FIG7_CELL = {
 GROUPS = ("tasks", "jit", "gc", "py4j", "jvm other", "python")
 
 
-def _ticks(stat: str) -> tuple[int, int]:
-    """``(utime + stime, cutime + cstime)`` of a ``/proc/.../stat`` line, in clock ticks."""
+def _ticks(stat: str) -> int:
+    """utime + stime + cutime + cstime of a ``/proc/.../stat`` line, in clock ticks (the
+    children's part is that of children reaped by a ``wait``)."""
     fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    return sum(int(f) for f in fields[11:15])
 
 
 def _read(path: Path) -> str | None:
@@ -68,39 +73,78 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def cpu_by_group(jvm_pid: int) -> Counter:
-    """CPU seconds so far of the JVM (by thread group) and of this process and the
-    Python workers (every process under the JVM, their reaped children included)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: Counter = Counter()
-    proc = Path("/proc") / str(jvm_pid)
-    own, _ = _ticks(_read(proc / "stat") or "")
-    named = 0
-    for task in (proc / "task").iterdir():
-        comm, stat = _read(task / "comm"), _read(task / "stat")
-        if comm is None or stat is None:
-            continue
-        used, _ = _ticks(stat)
-        if comm.startswith("Executor task"):
-            out["tasks"] += used
-        elif "CompilerThre" in comm:
-            out["jit"] += used
-        elif comm.startswith(("GC Thread", "G1 ")):
-            out["gc"] += used
-        elif comm.startswith("Thread-"):
-            out["py4j"] += used
-        else:
-            continue
-        named += used
-    out["jvm other"] = own - named
-    python, _ = _ticks(_read(Path("/proc/self/stat")) or "")
+def _group(comm: str) -> str | None:
+    """The group of a JVM thread by its name (``comm``: at most 15 characters)."""
+    if comm.startswith("Executor task"):  # Spark's task launch and idle workers
+        return "tasks"
+    if "CompilerThre" in comm:  # C1 and C2
+        return "jit"
+    if comm.startswith(("GC Thread", "G1 ")):
+        return "gc"
+    if comm.startswith("Thread-"):  # Py4J's threads; any other unnamed thread too
+        return "py4j"
+    return None
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process under ``root`` (pyspark's daemon and the Python workers it forks)."""
+    parent: dict[int, int] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         stat = _read(Path("/proc") / pid / "stat")
-        if stat is not None and int(stat.rsplit(")", 1)[1].split()[1]) == jvm_pid:
-            used, reaped = _ticks(stat)
-            python += used + reaped
-    out["python"] = python
-    return Counter({k: v / tick for k, v in out.items()})
+        if stat is not None:
+            parent[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += frontier
+    return found
+
+
+def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
+    """CPU so far, in clock ticks, by ``(kind, id)``: each JVM thread with its group (by
+    thread id), the JVM process as a whole, this (driver) process, and each process under
+    the JVM (the Python workers; pyspark's daemon reaps its workers with SIGCHLD ignored,
+    so a worker that ends is not added to anyone: only live ones are read)."""
+    out: dict[tuple[str, int], tuple[str, int]] = {}
+    proc = Path("/proc") / str(jvm_pid)
+    for task in (proc / "task").iterdir():
+        comm, stat = _read(task / "comm"), _read(task / "stat")
+        group = _group(comm.strip()) if comm is not None else None
+        if group is not None and stat is not None:
+            out[("thread", int(task.name))] = (group, _ticks(stat))
+    for pid in _descendants(jvm_pid):
+        stat = _read(Path("/proc") / str(pid) / "stat")
+        if stat is not None:
+            out[("process", pid)] = ("python", _ticks(stat))
+    out[("process", os.getpid())] = ("python", _ticks(Path("/proc/self/stat").read_text()))
+    # Last, so the JVM's total covers at least what its threads were read at.
+    out[("jvm", jvm_pid)] = ("jvm", _ticks((proc / "stat").read_text()))
+    return out
+
+
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds by group between two readings of :func:`cpu_reading`. A thread or
+    process first seen in ``after`` counts whole (it started meanwhile). A JVM thread that ended
+    meanwhile is in the JVM's total only, so its CPU lands in ``jvm other``; a Python
+    worker that ended meanwhile is lost (none does here: pyspark reuses its workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: Counter[str] = Counter()
+    for key, (group, ticks) in after.items():
+        used[group] += ticks - before.get(key, (group, 0))[1]
+    named = sum(used[g] for g in ("tasks", "jit", "gc", "py4j"))
+    used["jvm other"] = used.pop("jvm") - named
+    return {g: used[g] / tick for g in GROUPS}
+
+
+def non_negative_int(text: str) -> int:
+    """An ``argparse`` type: a whole number >= 0, refused with the allowed values."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}; allowed: a whole number >= 0")
+    return value
 
 
 def main() -> None:
@@ -110,18 +154,26 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=positive_int, default=12, help="measured runs")
     parser.add_argument(
-        "--skip", type=int, default=3, help="runs left out of the medians (0 <= skip < runs)"
+        "--skip",
+        type=non_negative_int,
+        default=None,
+        help="runs left out of the medians (default: one per strategy, the first round)",
     )
     args = parser.parse_args()
-    if not 0 <= args.skip < args.runs:
-        parser.error(f"--skip: {args.skip}; allowed: a whole number from 0 to {args.runs - 1}")
     if not Path("/proc/self/task").is_dir():
-        parser.error("--conf: this script reads /proc; allowed: Linux only")
+        parser.error("this script reads a process's threads from /proc: Linux only")
     try:  # checked before Spark starts: the message names the Param
-        conf = parse_json_object(args.conf, "--conf") if args.conf else FIG7_CELL
+        conf = parse_json_object(args.conf, "--conf") if args.conf is not None else FIG7_CELL
         params = ExperimentSpec.checked(conf)
+        check_inputs(params.to_json())  # a user file exists and has its columns
     except ValueError as exc:
         parser.error(str(exc))
+    skip = len(params.strategies) if args.skip is None else args.skip
+    if skip >= args.runs:
+        parser.error(
+            f"--skip: {skip} (--runs {args.runs}); allowed: a whole number from 0 to "
+            f"{args.runs - 1}"
+        )
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.session import get_session
 
@@ -136,11 +188,10 @@ def main() -> None:
         rows = []
         for r in range(args.runs):
             name = params.strategies[r % len(params.strategies)]
-            before, started = cpu_by_group(jvm_pid), time.perf_counter()
+            before, started = cpu_reading(jvm_pid), time.perf_counter()
             _, summary = cell.run(spark, name)
             wall = time.perf_counter() - started
-            used = cpu_by_group(jvm_pid)
-            used.subtract(before)
+            used = cpu_used(before, cpu_reading(jvm_pid))
             row = {
                 "wall": wall,
                 "harness": summary["harness_s_total"],
@@ -149,17 +200,17 @@ def main() -> None:
                 "busy": sum(used[g] for g in GROUPS) / wall,
             }
             rows.append(row)
-            cells = " ".join(f"{row[g]:9.2f}" for g in GROUPS)
+            columns = " ".join(f"{row[g]:9.2f}" for g in GROUPS)
             print(
                 f"{r + 1:>3} {name:>11} {wall:6.2f} {row['harness']:7.2f} {row['wait']:5.2f} "
-                f"{cells} {row['busy']:.2f}",
+                f"{columns} {row['busy']:.2f}",
                 flush=True,
             )
-        later = rows[args.skip :]
+        later = rows[skip:]
         med = {k: statistics.median(row[k] for row in later) for k in later[0]}
         split = ", ".join(f"{g} {med[g]:.2f}" for g in GROUPS)
         print(
-            f"median of runs {args.skip + 1}-{args.runs}: wall {med['wall']:.2f} s, harness "
+            f"median of runs {skip + 1}-{args.runs}: wall {med['wall']:.2f} s, harness "
             f"{med['harness']:.2f} s (of it waiting for a core >= {med['wait']:.2f} s); CPU s: "
             f"{split}; {med['busy']:.2f} of {cores} cores busy"
         )

@@ -161,6 +161,10 @@ BENCH_CASES: list[tuple[list[str], str]] = [
     (["generate.py", "--only", "zz"], "--only"),
     (["harness_cpu.py", "--skip", "12"], "--skip"),
     (["harness_cpu.py", "--conf", '{"workload": "eq6"}'], "workload"),
+    (
+        ["harness_cpu.py", "--conf", '{"dataset": "user_file", "user_file_path": "/no/such.csv"}'],
+        "user_file_path",
+    ),
 ]
 
 
