@@ -44,6 +44,7 @@ and a migration's scan of the sending nodes' state for the rows that move
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -55,6 +56,16 @@ from balancebench import replay
 DEFAULT_BANDWIDTH_MB_PER_S: Final[float] = 125.0
 #: The per-batch metric of the part of harness_s that is tasks waiting for a core.
 CORE_WAIT: Final[str] = "harness_core_wait_s"
+
+
+def plan_clock() -> float:
+    """The clock of every plan and decision time (``plan_time_ms``), in seconds: the CPU
+    time of the calling thread (``time.thread_time``), the currency of every other charged
+    cost (the tasks' ``executorCpuTime``). A planner that waits for a core, another
+    process or another thread of the driver is not charged for the wait (measured with
+    the wall clock before: a strategy that never plans logged 0.10 ms one night and
+    1.63 ms the next, under two pytest workers)."""
+    return time.thread_time()
 
 
 def _zeros() -> np.ndarray:
@@ -407,8 +418,9 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "in Y, or buckets moved off their default owner)."
     ),
     "plan_time_ms": (
-        "[per batch] wall time of strategy.plan() on the batch's per-(key, node) statistics, "
-        "time.perf_counter, milliseconds (paper 000's O1). Step b = plan made after batch b."
+        "[per batch] CPU time of strategy.plan() on the batch's per-(key, node) statistics "
+        "(the planning thread's, time.thread_time: balancebench.metrics.plan_clock), "
+        "milliseconds (paper 000's O1). Step b = plan made after batch b."
     ),
     "migrated_tuples": (
         "[per batch] state tuples moved between nodes inside this batch's exchange (the plan "

@@ -285,7 +285,7 @@ def test_result_contract_and_determinism():
     b = run("elastic_balanceload", seed=7, protocol="state")
     c = run("elastic_balanceload", seed=8, protocol="state")
 
-    # plan_time_ms is a wall-time measurement; everything else is simulated
+    # plan_time_ms is a measured CPU time; everything else is simulated
     def simulated(r: ModelResult) -> dict[str, float]:
         return {k: v for k, v in r.metrics.items() if k != "plan_time_ms"}
 

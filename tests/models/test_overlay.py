@@ -230,7 +230,7 @@ def test_same_seed_same_result_and_other_seed_differs() -> None:
     first = MODEL.run(point("overlay_random", seed=7, duration_s=6))
     again = MODEL.run(point("overlay_random", seed=7, duration_s=6))
     other = MODEL.run(point("overlay_random", seed=8, duration_s=6))
-    # Then the simulated results repeat exactly (wall-time plan_time_ms aside)
+    # Then the simulated results repeat exactly (the measured plan_time_ms aside)
     drop = {"plan_time_ms"}
     assert {k: v for k, v in first.metrics.items() if k not in drop} == {
         k: v for k, v in again.metrics.items() if k not in drop

@@ -76,7 +76,7 @@ def test_points_round_trip_as_json_and_run_deterministically():
     first = run_points_local(points)
     second = run_points_local(points)
     for (_, a, _), (_, b, _) in zip(first, second, strict=True):
-        # Simulated numbers reproduce exactly; plan_time_ms is wall time, measured anew
+        # Simulated numbers reproduce exactly; plan_time_ms is CPU time, measured anew
         drop = {"plan_time_ms"}
         assert {k: v for k, v in a.metrics.items() if k not in drop} == {
             k: v for k, v in b.metrics.items() if k not in drop

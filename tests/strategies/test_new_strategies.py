@@ -209,3 +209,27 @@ def test_balanceload_runs_only_above_uit():
     plan = below.plan(loads, 8, 0.05)
     assert plan.n_moves == 0 and plan.routing_table_entries == 0
     assert np.array_equal(plan.node_loads_after, node_loads)
+
+
+def test_plan_time_is_the_planners_cpu_not_its_waits(monkeypatch):
+    # Given a planner that waits 0.3 s inside its plan (descheduled, as on a busy machine)
+    # and another that works 0.3 s (extra_plan_work_ms: a busy loop)
+    import time
+
+    from balancebench.strategies.qmmp import QmmpStrategy
+
+    loads = zipf_window(2_000, 8, 1.0, 1)
+    rebalance = QmmpStrategy._rebalance
+
+    def waiting(self, view):
+        time.sleep(0.3)
+        return rebalance(self, view)
+
+    working = get_strategy("qmmp", n_nodes=8)
+    working.extra_plan_work_ms = 300.0
+    worked = working.plan(loads, 8, 0.05)
+    monkeypatch.setattr(QmmpStrategy, "_rebalance", waiting)
+    waited = get_strategy("qmmp", n_nodes=8).plan(loads, 8, 0.05)
+    # Then the work is charged and the wait is not (a wall clock would charge both)
+    assert worked.plan_time_ms >= 290
+    assert waited.plan_time_ms < 150

@@ -18,8 +18,9 @@ Every :class:`ModelResult` carries the common metrics where the model has them
 (``plan_time_ms``, ``latency_p50_s``, ``latency_p95_s``, ``latency_p99_s``,
 ``throughput_tuples_per_s`` or ``throughput_mb_per_s``, ``imbalance_max_over_mean``) plus
 the model's own, all with units in the name and a definition in ``metric_definitions``.
-``plan_time_ms`` is measured with ``time.perf_counter`` around the strategy's decision
-code; everything else is derived from the simulation's own clock (simulated seconds).
+``plan_time_ms`` is the thread's CPU time (``balancebench.metrics.plan_clock``) around the
+strategy's decision code; everything else is derived from the simulation's own clock
+(simulated seconds).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ the source or sink (not on a single branch), Flink's floating buffers and buffer
 timeouts, NS-3's link layer. Table 1's grid values were lost in extraction:
 ``ALPHA_BETA_GRID`` is [reconstructed] (alpha 0.1-0.5, beta 0.1-0.7, alpha + beta <= 0.9).
 
-``plan_time_ms`` is the mean wall time (``time.perf_counter``) of one decision: the
+``plan_time_ms`` is the mean CPU time (``balancebench.metrics.plan_clock``) of one decision: the
 detection + scoring + routing code for ``migration``, one credit-grant round for
 ``credit``. ``events`` counts SimPy events processed (``env.step`` calls).
 

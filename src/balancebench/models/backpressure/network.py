@@ -8,7 +8,6 @@ whether a credit round is its timed decision, and to start its own processes.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from balancebench.metrics import plan_clock
 from balancebench.models.backpressure.queues import NodeQueue, consumer_process
 from balancebench.models.backpressure.rules import (
     CREDIT,
@@ -341,7 +341,7 @@ class Network:
     def credit_loop(self, node: _Node) -> Generator[simpy.Event, Any, None]:
         """Every interval, grant each input channel its free, not yet granted slots."""
         while True:
-            started = time.perf_counter()
+            started = plan_clock()
             for channel in node.inputs:
                 grant = credit_grant(channel.exclusive, channel.queued, channel.outstanding)
                 if grant > 0:
@@ -349,7 +349,7 @@ class Network:
                     self.credit_messages += 1
                     self.after(channel.delay_s, self._credit_arrives(channel, grant))
             if self.strategy.timed_credit_rounds:
-                self.decision_times_s.append(time.perf_counter() - started)
+                self.decision_times_s.append(plan_clock() - started)
             yield self.env.timeout(self.params["credit_interval_s"])
 
     @staticmethod

@@ -6,12 +6,12 @@ module imports the network and not the other way round.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator
 from typing import Any, ClassVar
 
 import simpy
 
+from balancebench.metrics import plan_clock
 from balancebench.models.backpressure.network import Network, Strategy
 from balancebench.models.backpressure.rules import (
     CREDIT,
@@ -59,9 +59,9 @@ class MigrationStrategy:
         last_out = [0.0] * net.n_branches
         while True:
             yield net.env.timeout(interval)
-            started = time.perf_counter()
+            started = plan_clock()
             self.decide(net, interval, last_in, last_out)
-            net.decision_times_s.append(time.perf_counter() - started)
+            net.decision_times_s.append(plan_clock() - started)
 
     def decide(
         self, net: Network, interval: float, last_in: list[float], last_out: list[float]

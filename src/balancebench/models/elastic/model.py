@@ -223,8 +223,9 @@ class ElasticModel(Model):
         "buffered_tuples_total": "Tuples the new task buffers until the checkpoint arrives "
         "(state recreation, tuples).",
         "backlog_tuples_max": "Max over periods of backlog_tuples (tuples).",
-        "plan_time_ms": "Mean wall time of one controller decision (new-configuration rule, "
-        "provision/offload, BalanceLoad), time.perf_counter, ms; 0 for elastic_static.",
+        "plan_time_ms": "Mean CPU time of one controller decision (new-configuration rule, "
+        "provision/offload, BalanceLoad), the thread's (balancebench.metrics.plan_clock), "
+        "ms; 0 for elastic_static.",
         "latency_p50_s": "Median tuple sojourn (M/M/1 per node and period, shifted by the fluid "
         "backlog wait; buffered tuples add half the transfer), simulated s.",
         "latency_p95_s": "95th percentile of the same sojourn, simulated s.",
