@@ -46,7 +46,7 @@ from pathlib import Path
 
 from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec, check_inputs
-from balancebench.schema import parse_json_object, positive_int
+from balancebench.schema import non_negative_int, parse_json_object, positive_int
 
 #: Paper 000 Fig. 7's cell: the figure with the most harness per run (TOPK, 6 batches).
 FIG7_CELL = {
@@ -134,17 +134,6 @@ def cpu_used(before: dict, after: dict) -> dict[str, float]:
     named = sum(used[g] for g in ("tasks", "jit", "gc", "py4j"))
     used["jvm other"] = used.pop("jvm") - named
     return {g: used[g] / tick for g in GROUPS}
-
-
-def non_negative_int(text: str) -> int:
-    """An ``argparse`` type: a whole number >= 0, refused with the allowed values."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value}; allowed: a whole number >= 0")
-    return value
 
 
 def main() -> None:

@@ -90,17 +90,26 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows; give a finite number")
 
 
+def _whole_number(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= {least}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value}; allowed: a whole number >= {least}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An ``argparse`` type for a script's counts (``--repeats``, ``--tuples``): a whole
     number >= 1, refused at parse time with the allowed values (``int`` alone lets 0 and
     negative counts through to an empty median or a Spark error much later)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}; allowed: a whole number >= 1")
-    return value
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An ``argparse`` type for a count that may be 0 (``--skip``), as :func:`positive_int`."""
+    return _whole_number(text, 0)
 
 
 #: Bounds on a user's JSON text (a CONF): its size and how deep it nests. The largest
