@@ -20,7 +20,8 @@ clock charges to a strategy, all in one currency, seconds of measured CPU:
 - *node service*: the max over nodes of the node's CPU time in every node stage it works
   in for the batch (the fused receive/operator/state stage; an aggregation's merge of
   split keys' partials at their home node), less what a migration's rows cost there;
-- *plan*: the driver wall time of ``strategy.plan()`` (O1; the coordinator spends it);
+- *plan*: the CPU time of ``strategy.plan()`` on the driver's planning thread
+  (:func:`plan_clock`; O1; the coordinator spends it);
 - *migration*: the plan's moves ride the next batch's exchange (``spark.engine``), so a
   migration costs what its rows cost in the stages they ride (:func:`attribute_migration`):
   at a sending node the rows it writes into the exchange times the senders' CPU per row
@@ -83,7 +84,7 @@ class BatchCosts:
     #: Summed CPU seconds of the routing-stage tasks, and the senders sharing them.
     route_work_s: float = 0.0
     senders: int = 1
-    #: Driver wall seconds of ``plan()`` after this batch (0: no plan).
+    #: CPU seconds of ``plan()`` after this batch, the planning thread's (0: no plan).
     plan_s: float = 0.0
     #: Per node: CPU seconds of the migration carried out inside this batch, bytes sent
     #: and received (empty: no migration).
@@ -394,7 +395,8 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "the batch minus what the cost model charges (service_s, plan); i.e. Spark job "
         "scheduling, the oracle, statistics collection, task-metric reads, checkpoint "
         "bookkeeping, the engine's costs reported apart (migration_extract_s), and the time "
-        "the emulated nodes wait for this machine's few cores (seconds, >= 0)."
+        "the emulated nodes, or the planner, wait for this machine's few cores (seconds, "
+        ">= 0)."
     ),
     CORE_WAIT: (
         "[per batch] of harness_s (at most it), a lower bound on the time the batch's "

@@ -214,7 +214,7 @@ def test_same_seed_same_result(strategy):
     first = MODEL.run(point(strategy, seed=9, **params))
     second = MODEL.run(point(strategy, seed=9, **params))
     other = MODEL.run(point(strategy, seed=10, **params))
-    timing = {"plan_time_ms"}  # wall time: a measurement, not a simulation output
+    timing = {"plan_time_ms"}  # CPU time: a measurement, not a simulation output
     strip = lambda r: {k: v for k, v in r.metrics.items() if k not in timing}  # noqa: E731
     assert strip(first) == strip(second)
     assert first.series == second.series and first.events == second.events

@@ -75,7 +75,7 @@ Rules and choices:
   event's departure from its node; windowStart = the start of its tumbling window of
   ``stream_window_s`` (0 = the event's own arrival, i.e. sojourn time). Throughput =
   events handled by the end of the stream / its duration (the paper's count deltas
-  over time). ``plan_time_ms``: wall time of the decision code (weights, placement,
+  over time). ``plan_time_ms``: CPU time of the decision code (weights, placement,
   switch rule), not the metrics read (the paper caches it; ``/proc`` sampling sleeps).
 
 Left out: Flink's slot sharing and co-location constraints, network transfer between
