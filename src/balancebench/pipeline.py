@@ -499,14 +499,15 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     # Per application, what its runs share: the strategies and the cell groups.
     shares: dict[str, dict[str, list[str]]] = {}
     tolerances: dict[str, set[float]] = {}
+    specs = {cell.label: g.cell_spec(cell.label) for cell in grid_cells}  # built once
     for cell in grid_cells:
         share = shares.setdefault(cell.application, {"strategies": [], "cell_groups": []})
         for key, value in (("strategies", cell.strategy), ("cell_groups", cell.group)):
             if value not in share[key]:
                 share[key].append(value)
-        tolerances.setdefault(cell.application, set()).add(g.cell_spec(cell.label).tolerance)
+        tolerances.setdefault(cell.application, set()).add(specs[cell.label].tolerance)
     for cell in grid_cells:
-        cp = g.cell_spec(cell.label)
+        cp = specs[cell.label]
         data = g.datasets[_dataset_key(cp)]
         applies = applicable_params(cp, [cell.strategy])
         # Same key = comparable history: same cell, same Params (n_tuples, seed, ...),

@@ -40,6 +40,7 @@ from balancebench.spark.task_metrics import (
     TaskMetricsReader,
     add_node_stage,
     add_route_stage,
+    task_cpu_s,
 )
 from balancebench.workloads import check_strategy
 
@@ -155,7 +156,7 @@ class Baseline(MicroBatchLoop):
                 )
                 final = job == last and sid == stage_ids[-1]
                 run_s = np.array([t["taskMetrics"]["executorRunTime"] for t in tasks]) / 1e3
-                cpu_s = np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
+                cpu_s = task_cpu_s(tasks)
                 if shuffle.sum() == 0 and not final:
                     # Scans the input and writes a shuffle: the senders' routing.
                     add_route_stage(work, cpu_s)

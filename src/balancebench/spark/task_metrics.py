@@ -192,7 +192,7 @@ class GroupWork:
         return self.sender_cpu_s / self.sender_rows if self.sender_rows else 0.0
 
 
-def _cpu_s(tasks: list[dict]) -> np.ndarray:
+def task_cpu_s(tasks: list[dict]) -> np.ndarray:
     """The tasks' ``executorCpuTime`` (s)."""
     return np.array([t["taskMetrics"]["executorCpuTime"] for t in tasks]) / 1e9
 
@@ -238,7 +238,7 @@ def group_work(reader: TaskMetricsReader, group: str, role: str, n_nodes: int) -
         if any(t.get("stageAttempts", 1) > 1 for t in tasks):
             work.retried_stages += 1
         metrics = [t["taskMetrics"] for t in tasks]
-        cpu = _cpu_s(tasks)
+        cpu = task_cpu_s(tasks)
         writes = any(m["shuffleWriteMetrics"]["recordsWritten"] for m in metrics)
         if role == ROUTE and (writes or len(tasks) % n_nodes):
             add_route_stage(work, cpu)
@@ -255,7 +255,7 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     places them (an adaptive plan's tasks are not the nodes' partitions)."""
     n_nodes = work.n_nodes
     metrics = [t["taskMetrics"] for t in tasks]
-    cpu = _cpu_s(tasks)
+    cpu = task_cpu_s(tasks)
     run = np.array([m["executorRunTime"] for m in metrics]) / 1e3
     work.stages += 1
     if nodes is None:
@@ -320,12 +320,12 @@ def batch_work(
                 work.retried_stages += 1
         if job != main:
             for tasks in stages:
-                add_route_stage(work, _cpu_s(tasks))
+                add_route_stage(work, task_cpu_s(tasks))
             continue
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
         for i, tasks in enumerate(routing):
             # The whole stage's wait (its senders' and a migration's extract tasks alike).
-            work.core_wait_s += core_wait_s(_cpu_s(tasks), work.cores)
+            work.core_wait_s += core_wait_s(task_cpu_s(tasks), work.cores)
             last = i == len(routing) - 1
             for t in tasks:
                 m = t["taskMetrics"]
