@@ -28,7 +28,11 @@ by who used it:
   and the processes under the JVM: pyspark's daemon and the Python workers it forks for
   per-tuple routing (read while alive: pyspark reuses them).
 
-``busy`` is that CPU over the run's wall, against the machine's cores. The medians are
+``busy`` is that CPU over the run's wall, against the machine's cores. ``--threads``
+also prints the JVM's CPU per thread name (the kernel's 15-character ``comm``, trailing
+numbers stripped: ``GC Thread#0`` and ``GC Thread#1`` are one row), median per run, the
+most first. ``JDK_JAVA_OPTIONS`` reaches the JVM Spark starts, to compare JVM settings
+(``JDK_JAVA_OPTIONS=-XX:TieredStopAtLevel=1``). The medians are
 over the runs after ``--skip`` (default: the first round, one run per strategy, whose
 CPU includes the strategy's warm-up; the JIT keeps compiling Spark's own code for a few
 rounds more).
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import time
 from collections import Counter
@@ -59,11 +64,13 @@ FIG7_CELL = {
 GROUPS = ("tasks", "jit", "gc", "py4j", "jvm other", "python")
 
 
-def _ticks(stat: str) -> int:
-    """utime + stime + cutime + cstime of a ``/proc/.../stat`` line, in clock ticks (the
-    children's part is that of children reaped by a ``wait``)."""
+def _ticks(stat: str, children: bool = True) -> int:
+    """utime + stime of a ``/proc/.../stat`` line, in clock ticks, plus with ``children``
+    cutime + cstime (children reaped by a ``wait``). A thread's line carries its process's
+    cutime and cstime, so a thread is read without them: with them, each thread that
+    started during a run counted the JVM's reaped children (0.11 s here) as its own."""
     fields = stat.rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15])
+    return sum(int(f) for f in fields[11 : 15 if children else 13])
 
 
 def _read(path: Path) -> str | None:
@@ -111,7 +118,7 @@ def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
         comm, stat = _read(task / "comm"), _read(task / "stat")
         group = _group(comm.strip()) if comm is not None else None
         if group is not None and stat is not None:
-            out[("thread", int(task.name))] = (group, _ticks(stat))
+            out[("thread", int(task.name))] = (group, _ticks(stat, children=False))
     for pid in _descendants(jvm_pid):
         stat = _read(Path("/proc") / str(pid) / "stat")
         if stat is not None:
@@ -120,6 +127,27 @@ def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
     # Last, so the JVM's total covers at least what its threads were read at.
     out[("jvm", jvm_pid)] = ("jvm", _ticks((proc / "stat").read_text()))
     return out
+
+
+def thread_ticks(jvm_pid: int) -> dict[int, tuple[str, int]]:
+    """Each JVM thread's name (trailing numbers stripped) and CPU so far in clock ticks."""
+    out = {}
+    for task in (Path("/proc") / str(jvm_pid) / "task").iterdir():
+        comm, stat = _read(task / "comm"), _read(task / "stat")
+        if comm is not None and stat is not None:
+            name = re.sub(r"[-\s#]*\d+$", "", comm.strip()) or "(unnamed)"
+            out[int(task.name)] = (name, _ticks(stat, children=False))
+    return out
+
+
+def cpu_by_thread(before: dict, after: dict) -> Counter[str]:
+    """CPU seconds per thread name between two readings of :func:`thread_ticks` (a thread
+    first seen in ``after`` counts whole; one that ended meanwhile is not counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: Counter[str] = Counter()
+    for tid, (name, ticks) in after.items():
+        used[name] += (ticks - before.get(tid, (name, 0))[1]) / tick
+    return used
 
 
 def cpu_used(before: dict, after: dict) -> dict[str, float]:
@@ -148,6 +176,11 @@ def main() -> None:
         default=None,
         help="runs left out of the medians (default: one per strategy, the first round)",
     )
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="also print the JVM's CPU per thread name (median per run)",
+    )
     args = parser.parse_args()
     if not Path("/proc/self/task").is_dir():
         parser.error("this script reads a process's threads from /proc: Linux only")
@@ -174,13 +207,15 @@ def main() -> None:
         print(f"cell {params.workload.name}, {params.strategies}, {cores} cores", flush=True)
         head = " ".join(f"{g:>9}" for g in GROUPS)
         print(f"{'run':>3} {'strategy':>11} {'wall':>6} {'harness':>7} {'wait':>5} {head} busy")
-        rows = []
+        rows, threads = [], []
         for r in range(args.runs):
             name = params.strategies[r % len(params.strategies)]
+            named = thread_ticks(jvm_pid)
             before, started = cpu_reading(jvm_pid), time.perf_counter()
             _, summary = cell.run(spark, name)
             wall = time.perf_counter() - started
             used = cpu_used(before, cpu_reading(jvm_pid))
+            threads.append(cpu_by_thread(named, thread_ticks(jvm_pid)))
             row = {
                 "wall": wall,
                 "harness": summary["harness_s_total"],
@@ -203,6 +238,13 @@ def main() -> None:
             f"{med['harness']:.2f} s (of it waiting for a core >= {med['wait']:.2f} s); CPU s: "
             f"{split}; {med['busy']:.2f} of {cores} cores busy"
         )
+        if args.threads:
+            names = set().union(*threads[skip:])
+            per = {n: statistics.median(t[n] for t in threads[skip:]) for n in names}
+            print(f"JVM CPU per thread name (s a run, median of runs {skip + 1}-{args.runs}):")
+            for n, cpu in sorted(per.items(), key=lambda kv: -kv[1]):
+                if cpu >= 0.005:
+                    print(f"  {n:<16} {cpu:6.2f}")
     finally:
         spark.stop()
 

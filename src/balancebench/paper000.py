@@ -148,7 +148,7 @@ FIGURES: Final[dict[str, PaperFigure]] = {
         {"experiment": FIGURE_EXPERIMENT},
         ("plan_time_ms_mean",),
         "topic stream of the trigger's n_tuples (sweep default 1M), z = 1, 8 nodes; plan "
-        "time is the driver wall of plan() on the statistics the engine delivers",
+        "time is the planning thread's CPU in plan() on the statistics the engine delivers",
         reference=(),
         x="tolerance",
     ),
