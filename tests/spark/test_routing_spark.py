@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from balancebench.hashing import fraction_units, home_nodes, murmur3_hash_long
 from balancebench.operators import AGGREGATE
 from balancebench.routing_table import RoutingTable
+from balancebench.spark.node_state import partitions_of
 from balancebench.spark.placement import (
     fraction_unit,
     home_node,
@@ -123,3 +124,30 @@ def test_per_tuple_routing_in_spark_equals_the_library(spark):
         assert sorted(router.sender_states) == [0, 1, 2]
         # ... and the Python workers reported the CPU they spent routing
         assert all(s > 0 for s in python_s)
+
+
+def test_counting_a_routed_batchs_partitions_runs_no_job(spark):
+    """The engine counts the routed rows' partitions (its senders) before the batch's job.
+    Counting must not run the routing table's broadcast: the batch's job runs it again
+    and charges it as routing (it ran twice a batch when the count built the plan's RDD)."""
+    n_nodes = 4
+    table = RoutingTable.from_parts(
+        np.array([1, 1, 2]), np.array([0, 3, 1]), np.array([5.0, 5.0, 1.0]), n_nodes
+    )
+    assert len(table) > 0
+    batch = spark.range(0, 4000, numPartitions=3).select(
+        F.col("id").alias("tuple_id"), (F.col("id") % 7).alias("key")
+    )
+    routed = with_storage_node(spark, batch, table)
+    sc = spark.sparkContext
+    sc.setJobGroup("count-partitions-test", "test")
+    try:
+        counted = partitions_of(routed)
+        jobs = sc.statusTracker().getJobIdsForGroup("count-partitions-test")
+    finally:
+        sc.setJobGroup("", "")
+    assert counted == 3
+    assert list(jobs) == []
+    # A union Spark does not see as laid out alike: counted from the plan's RDD, rightly.
+    united = routed.unionByName(with_storage_node(spark, batch, table))
+    assert partitions_of(united) == 6 == united.rdd.getNumPartitions()

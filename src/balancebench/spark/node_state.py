@@ -182,7 +182,14 @@ def union_frames(frames: list[DataFrame]) -> DataFrame | None:
 
 
 def partitions_of(df: DataFrame) -> int:
-    """Partitions of ``df``'s rows (planning only, no job)."""
+    """Partitions of ``df``'s rows, from its physical plan: its output partitioning's count
+    where Spark knows it (as its planner does when it matches partitionings), else the
+    count of the plan's RDD. Building that RDD runs the plan's broadcasts, and the batch's
+    job, planned anew, runs them again (a routing table's broadcast ran twice a batch)."""
+    plan = df._jdf.queryExecution().executedPlan()
+    known = int(plan.outputPartitioning().numPartitions())
+    if known > 0:
+        return known
     return int(df._jdf.queryExecution().toRdd().getNumPartitions())
 
 
