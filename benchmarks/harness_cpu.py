@@ -64,7 +64,7 @@ FIG7_CELL = {
 GROUPS = ("tasks", "jit", "gc", "py4j", "jvm other", "python")
 
 
-def _ticks(stat: str, children: bool = True) -> int:
+def _ticks(stat: str, *, children: bool) -> int:
     """utime + stime of a ``/proc/.../stat`` line, in clock ticks, plus with ``children``
     cutime + cstime (children reaped by a ``wait``). A thread's line carries its process's
     cutime and cstime, so a thread is read without them: with them, each thread that
@@ -122,10 +122,11 @@ def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
     for pid in _descendants(jvm_pid):
         stat = _read(Path("/proc") / str(pid) / "stat")
         if stat is not None:
-            out[("process", pid)] = ("python", _ticks(stat))
-    out[("process", os.getpid())] = ("python", _ticks(Path("/proc/self/stat").read_text()))
+            out[("process", pid)] = ("python", _ticks(stat, children=True))
+    own = Path("/proc/self/stat").read_text()
+    out[("process", os.getpid())] = ("python", _ticks(own, children=True))
     # Last, so the JVM's total covers at least what its threads were read at.
-    out[("jvm", jvm_pid)] = ("jvm", _ticks((proc / "stat").read_text()))
+    out[("jvm", jvm_pid)] = ("jvm", _ticks((proc / "stat").read_text(), children=True))
     return out
 
 

@@ -143,6 +143,8 @@ def test_counting_a_routed_batchs_partitions_runs_no_job(spark):
     sc.setJobGroup("count-partitions-test", "test")
     try:
         counted = partitions_of(routed)
+        # The status store learns of a job from the listener bus, a little later.
+        sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)
         jobs = sc.statusTracker().getJobIdsForGroup("count-partitions-test")
     finally:
         sc.setJobGroup("", "")

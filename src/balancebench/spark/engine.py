@@ -354,7 +354,9 @@ class Engine(MicroBatchLoop):
 
     def _check_received(self, arrival: Arrival, work: GroupWork) -> None:
         """The rows each node's task read from the exchange are its routed copies plus
-        the rows a migration moved to it (a stage rerun after a lost executor may read a
+        the rows a migration moved to it, and the exchange's map tasks read as a
+        migration's (``task_metrics.batch_work``, by ``Flow.route_partitions``) wrote the
+        moved rows, no more, no less (a stage rerun after a lost executor may read a
         partition twice, so this is skipped then)."""
         read = arrival.received + arrival.moved_rows
         exchange = work.stage_records_read[0] if work.stage_records_read else np.zeros(self.n)
@@ -363,6 +365,13 @@ class Engine(MicroBatchLoop):
                 f"{self.name}: tuples routed per node {arrival.received.tolist()} (and "
                 f"{arrival.moved_rows.tolist()} moved in) differ from the rows Spark's node "
                 f"tasks read {exchange.tolist()}"
+            )
+        moved, extracted = int(arrival.moved_rows.sum()), int(work.extract_rows.sum())
+        if moved != extracted:
+            raise RuntimeError(
+                f"{self.name}: {moved} rows moved in, but the map tasks read as a "
+                f"migration's wrote {extracted}: the exchange's senders and a migration's "
+                "tasks are told apart wrongly"
             )
 
     def _commit(self, b: int, flow: Flow, stats: BatchStats) -> None:
