@@ -47,6 +47,7 @@ import re
 import statistics
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from balancebench.experiment import LoadedCell
@@ -108,17 +109,17 @@ def _descendants(root: int) -> list[int]:
 
 
 def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
-    """CPU so far, in clock ticks, by ``(kind, id)``: each JVM thread with its group (by
-    thread id), the JVM process as a whole, this (driver) process, and each process under
-    the JVM (the Python workers; pyspark's daemon reaps its workers with SIGCHLD ignored,
-    so a worker that ends is not added to anyone: only live ones are read)."""
+    """CPU so far, in clock ticks, by ``(kind, id)``: each JVM thread with its name (its
+    ``comm``, by thread id), the JVM process as a whole, this (driver) process, and each
+    process under the JVM (the Python workers; pyspark's daemon reaps its workers with
+    SIGCHLD ignored, so a worker that ends is not added to anyone: only live ones are
+    read)."""
     out: dict[tuple[str, int], tuple[str, int]] = {}
     proc = Path("/proc") / str(jvm_pid)
     for task in (proc / "task").iterdir():
         comm, stat = _read(task / "comm"), _read(task / "stat")
-        group = _group(comm.strip()) if comm is not None else None
-        if group is not None and stat is not None:
-            out[("thread", int(task.name))] = (group, _ticks(stat, children=False))
+        if comm is not None and stat is not None:
+            out[("thread", int(task.name))] = (comm.strip(), _ticks(stat, children=False))
     for pid in _descendants(jvm_pid):
         stat = _read(Path("/proc") / str(pid) / "stat")
         if stat is not None:
@@ -130,39 +131,38 @@ def cpu_reading(jvm_pid: int) -> dict[tuple[str, int], tuple[str, int]]:
     return out
 
 
-def thread_ticks(jvm_pid: int) -> dict[int, tuple[str, int]]:
-    """Each JVM thread's name (trailing numbers stripped) and CPU so far in clock ticks."""
-    out = {}
-    for task in (Path("/proc") / str(jvm_pid) / "task").iterdir():
-        comm, stat = _read(task / "comm"), _read(task / "stat")
-        if comm is not None and stat is not None:
-            name = re.sub(r"[-\s#]*\d+$", "", comm.strip()) or "(unnamed)"
-            out[int(task.name)] = (name, _ticks(stat, children=False))
-    return out
-
-
-def cpu_by_thread(before: dict, after: dict) -> Counter[str]:
-    """CPU seconds per thread name between two readings of :func:`thread_ticks` (a thread
-    first seen in ``after`` counts whole; one that ended meanwhile is not counted)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    used: Counter[str] = Counter()
-    for tid, (name, ticks) in after.items():
-        used[name] += (ticks - before.get(tid, (name, 0))[1]) / tick
-    return used
+def _ticks_used(before: dict, after: dict) -> Iterator[tuple[str, str, int]]:
+    """``(kind, label, ticks)`` between two readings of :func:`cpu_reading`, per thread or
+    process of ``after``: one first seen there counts whole (it started meanwhile)."""
+    for key, (label, ticks) in after.items():
+        yield key[0], label, ticks - before.get(key, (label, 0))[1]
 
 
 def cpu_used(before: dict, after: dict) -> dict[str, float]:
-    """CPU seconds by group between two readings of :func:`cpu_reading`. A thread or
-    process first seen in ``after`` counts whole (it started meanwhile). A JVM thread that ended
-    meanwhile is in the JVM's total only, so its CPU lands in ``jvm other``; a Python
-    worker that ended meanwhile is lost (none does here: pyspark reuses its workers)."""
+    """CPU seconds by group between two readings of :func:`cpu_reading` (a JVM thread by
+    :func:`_group`). A JVM thread that ended meanwhile is in the JVM's total only, so its
+    CPU lands in ``jvm other``, as does a thread of no group; a Python worker that ended
+    meanwhile is lost (none does here: pyspark reuses its workers)."""
     tick = os.sysconf("SC_CLK_TCK")
     used: Counter[str] = Counter()
-    for key, (group, ticks) in after.items():
-        used[group] += ticks - before.get(key, (group, 0))[1]
+    for kind, label, ticks in _ticks_used(before, after):
+        group = _group(label) if kind == "thread" else label
+        if group is not None:
+            used[group] += ticks
     named = sum(used[g] for g in ("tasks", "jit", "gc", "py4j"))
     used["jvm other"] = used.pop("jvm") - named
     return {g: used[g] / tick for g in GROUPS}
+
+
+def cpu_by_thread(before: dict, after: dict) -> Counter[str]:
+    """The JVM's CPU seconds per thread name (trailing numbers stripped) between two
+    readings of :func:`cpu_reading`; a thread that ended meanwhile is not counted."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: Counter[str] = Counter()
+    for kind, label, ticks in _ticks_used(before, after):
+        if kind == "thread":
+            used[re.sub(r"[-\s#]*\d+$", "", label) or "(unnamed)"] += ticks / tick
+    return used
 
 
 def main() -> None:
@@ -211,12 +211,12 @@ def main() -> None:
         rows, threads = [], []
         for r in range(args.runs):
             name = params.strategies[r % len(params.strategies)]
-            named = thread_ticks(jvm_pid)
             before, started = cpu_reading(jvm_pid), time.perf_counter()
             _, summary = cell.run(spark, name)
             wall = time.perf_counter() - started
-            used = cpu_used(before, cpu_reading(jvm_pid))
-            threads.append(cpu_by_thread(named, thread_ticks(jvm_pid)))
+            after = cpu_reading(jvm_pid)
+            used = cpu_used(before, after)
+            threads.append(cpu_by_thread(before, after))
             row = {
                 "wall": wall,
                 "harness": summary["harness_s_total"],
