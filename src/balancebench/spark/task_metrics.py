@@ -113,8 +113,8 @@ class TaskMetricsReader:
         finished job group (skipped stages count 0)."""
         total = 0.0
         for sid in _group_stage_ids(self, job_group):
-            for t in self.stage_tasks(sid) or []:
-                total += t["taskMetrics"]["executorCpuTime"] / 1e9
+            for cpu in task_cpu_s(self.stage_tasks(sid) or []).tolist():
+                total += cpu
         return total
 
 
@@ -325,11 +325,11 @@ def batch_work(
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
         for i, tasks in enumerate(routing):
             # The whole stage's wait (its senders' and a migration's extract tasks alike).
-            work.core_wait_s += core_wait_s(task_cpu_s(tasks), work.cores)
+            cpu_s = task_cpu_s(tasks)
+            work.core_wait_s += core_wait_s(cpu_s, work.cores)
             last = i == len(routing) - 1
-            for t in tasks:
+            for t, cpu in zip(tasks, cpu_s.tolist(), strict=True):
                 m = t["taskMetrics"]
-                cpu = m["executorCpuTime"] / 1e9
                 part = int(t.get("partitionId", t["index"]))
                 if last and part >= route_partitions:
                     node = (part - route_partitions) % n_nodes
