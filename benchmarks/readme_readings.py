@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from balancebench.plotting import strategy_order
-from balancebench.stats import intervals_apart
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -35,6 +34,11 @@ TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
 BLOCK = re.compile(r"(<!-- reading: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /reading -->)", re.S)
 
 LOWER, HIGHER = "lower", "higher"
+
+
+def intervals_apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two CIs do not overlap (the readings' rule until they read rounds)."""
+    return a[1] < b[0] or b[1] < a[0]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ import pytest
 
 from balancebench import regression
 from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
-from balancebench.stats import repetition_stats
 from balancebench.sweep_grid import DEFAULT_GRID, cells, validate_sweep_params
 
 
@@ -60,18 +59,6 @@ def test_exact_figures_report_any_change():
     assert exact_changes(before, dict(before)) == []
     changed = exact_changes(before, {"migrated_tuples_total": 121.0, "result_digest": "abd"})
     assert changed == ["migrated_tuples_total: 120.0 -> 121.0", "result_digest: abc -> abd"]
-
-
-def test_repetition_stats_bootstrap_interval_brackets_the_mean():
-    stats = repetition_stats([1.0, 1.2, 1.1, 1.3, 0.9])
-    assert stats["mean"] == pytest.approx(1.1)
-    assert stats["std"] == pytest.approx(pd.Series([1.0, 1.2, 1.1, 1.3, 0.9]).std())
-    assert 0.9 <= stats["ci95_lo"] < stats["mean"] < stats["ci95_hi"] <= 1.3
-    # Reproducible: the resampling is seeded.
-    assert repetition_stats([1.0, 1.2, 1.1, 1.3, 0.9]) == stats
-    # No spread, no interval to resample.
-    flat = repetition_stats([2.0, 2.0, 2.0])
-    assert (flat["ci95_lo"], flat["ci95_hi"], flat["std"]) == (2.0, 2.0, 0.0)
 
 
 def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():

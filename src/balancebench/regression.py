@@ -28,7 +28,7 @@ from typing import Final
 
 import numpy as np
 
-LOWER, HIGHER = "lower", "higher"
+from balancebench.stats import HIGHER, LOWER
 
 #: Timed headline figures and their good direction.
 TIMED: Final[dict[str, str]] = {
@@ -39,6 +39,19 @@ TIMED: Final[dict[str, str]] = {
     "makespan_s_total": LOWER,
     "plan_time_ms_mean": LOWER,
     "migration_s_total": LOWER,
+}
+#: The good direction of every figure a verdict is given on (``stats.verdict``): the
+#: timed headline figures, the routing and processing time, and what paper 000's figures
+#: plot.
+DIRECTIONS: Final[dict[str, str]] = {
+    **TIMED,
+    "route_s_total": LOWER,
+    "charged_s_total": LOWER,
+    "avg_received_tuples_per_node_total": LOWER,
+    "nodes_used_max": LOWER,
+    "scale_out_adjustment_s_total": LOWER,
+    "imbalance_max_over_mean_mean": LOWER,
+    "migrated_tuples_total": LOWER,
 }
 #: Figures that must not change at the same seed, Params and code.
 EXACT: Final[tuple[str, ...]] = (

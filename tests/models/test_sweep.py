@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from balancebench.models import MODELS, get_model, model_strategies
@@ -138,7 +139,7 @@ def test_points_run_as_spark_tasks_give_the_local_results(spark):
         assert a.metrics.keys() == b.metrics.keys()
 
 
-def test_a_points_summary_has_the_repetitions_and_a_bootstrap_interval_of_the_mean():
+def test_a_points_summary_has_the_repetitions_and_a_t_interval_of_the_mean():
     # Given 3 repetitions of one strategy on synthetic packets (each repetition its seed)
     params = validate_model_params(
         {**SMALL, "repetitions": 3, "strategies": ["migration"], "grid": {}}
@@ -147,12 +148,15 @@ def test_a_points_summary_has_the_repetitions_and_a_bootstrap_interval_of_the_me
     values = [r.metrics["completion_time_s"] for _, r, _ in results]
     # When they are summarised
     row = summarize_point(results)
-    # Then the mean is theirs, the interval brackets it within their range, and the count is 3
+    # Then the mean is theirs, the interval is Student's t on 3 values, and the count is 3
     assert row["repetitions"] == 3.0
     assert row["completion_time_s"] == pytest.approx(sum(values) / 3)
     assert len(set(values)) > 1, "the repetitions' seeds should give different packets"
     lo, hi = row["completion_time_s_ci95_lo"], row["completion_time_s_ci95_hi"]
-    assert min(values) <= lo < row["completion_time_s"] < hi <= max(values)
+    half = 4.302653 * float(np.std(values, ddof=1)) / 3**0.5  # t(0.975, 2)
+    assert (lo, hi) == pytest.approx(
+        (row["completion_time_s"] - half, row["completion_time_s"] + half)
+    )
     # And one repetition has no spread to report
     one = summarize_point(results[:1])
     assert one["repetitions"] == 1.0 and "completion_time_s_ci95_lo" not in one

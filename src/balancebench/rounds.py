@@ -1,0 +1,280 @@
+"""Paired, rotated rounds: the one loop that measures strategies side by side.
+
+A **cell group** is the strategies that run on the same loaded data (a sweep's cells that
+differ only in the strategy; the default run's strategies). A **round** runs every one of
+them once, round ``r`` starting at strategy ``r mod k`` (:func:`rotated_rounds`): the
+first run of a round pays what a run after another strategy's leaves behind, and the
+rotation spreads that over the strategies. After each round from ``min_rounds`` on, every
+verdict figure of every strategy is judged against the group's baseline
+(:func:`balancebench.stats.verdict` on the paired per-round values); rounds are added
+until every verdict is decided (faster, slower, or equivalent within the margin), or
+``max_rounds`` or the group's time budget is reached (then "undecided after n rounds").
+
+Every runner of rounds uses :func:`run_rounds`: the Spark application of a DAG run or a
+sweep (``experiment.run_groups``), and the side-by-side benchmarks
+(``experiment.LoadedCell.side_by_side``). This module imports neither Spark nor MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from balancebench.regression import DIRECTIONS
+from balancebench.stats import DEFAULT_MARGIN, Verdict, verdict
+
+#: The headline figures every group's verdicts are given on (``make run`` prints them):
+#: capacity, node service (each batch's slowest node, summed), routing, p99 latency.
+VERDICT_FIGURES: Final[tuple[str, ...]] = (
+    "capacity_tuples_per_s",
+    "makespan_s_total",
+    "route_s_total",
+    "latency_p99_s",
+)
+#: Their names in words (tables and progress lines).
+FIGURE_WORDS: Final[dict[str, str]] = {
+    "capacity_tuples_per_s": "capacity",
+    "makespan_s_total": "node service",
+    "route_s_total": "routing",
+    "latency_p99_s": "p99 latency",
+    "charged_s_total": "processing time",
+    "plan_time_ms_mean": "plan time",
+    "throughput_tuples_per_s": "delivered throughput",
+    "avg_received_tuples_per_node_total": "tuples per node",
+    "nodes_used_max": "nodes used",
+    "scale_out_adjustment_s_total": "adjustment time",
+}
+#: The Param value that picks the baseline by rule (:func:`choose_baseline`).
+AUTO: Final[str] = "auto"
+
+
+def figure_words(figure: str) -> str:
+    return FIGURE_WORDS.get(figure, figure)
+
+
+def rotated_rounds(names: Sequence[str], rounds: int, first: int = 0) -> Iterator[str]:
+    """Every name once per round, rounds ``first`` .. ``first + rounds - 1``, round ``r``
+    starting at name ``r mod len(names)``."""
+    for r in range(first, first + rounds):
+        start = r % len(names)
+        yield from [*names[start:], *names[:start]]
+
+
+def choose_baseline(names: Sequence[str], wanted: str = AUTO) -> str:
+    """The group's baseline: ``wanted``, or with ``auto`` hash when the group has it,
+    else its first strategy (the registry's order)."""
+    if wanted != AUTO:
+        if wanted not in names:
+            raise ValueError(
+                f"baseline: {wanted!r} is not among {list(names)}; allowed: one of them or {AUTO!r}"
+            )
+        return wanted
+    return "hash" if "hash" in names else names[0]
+
+
+@dataclass(frozen=True)
+class RoundPolicy:
+    """How many rounds a group runs: at least ``min_rounds``; more, up to ``max_rounds``,
+    while a verdict on ``figures`` is open and the group's ``budget_s`` (wall seconds from
+    its first round) allows another round as long as the last one."""
+
+    min_rounds: int = 5
+    max_rounds: int = 5
+    margin: float = DEFAULT_MARGIN
+    figures: tuple[str, ...] = VERDICT_FIGURES
+    budget_s: float = math.inf
+    baseline: str = AUTO
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_rounds <= self.max_rounds:
+            raise ValueError(
+                f"min_rounds {self.min_rounds}, max_rounds {self.max_rounds}; allowed: "
+                "1 <= min_rounds <= max_rounds"
+            )
+        unknown = [f for f in self.figures if f not in DIRECTIONS]
+        if unknown:
+            raise ValueError(
+                f"figures: {unknown} have no good direction; allowed: {sorted(DIRECTIONS)}"
+            )
+
+    @property
+    def looks(self) -> tuple[int, int] | None:
+        """The rounds after which a verdict may stop the group (None: a fixed number)."""
+        if self.max_rounds == self.min_rounds or self.min_rounds < 2:
+            return None
+        return self.min_rounds, self.max_rounds
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["figures"] = list(self.figures)
+        out["budget_s"] = None if math.isinf(self.budget_s) else self.budget_s
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RoundPolicy:
+        budget = data.get("budget_s")
+        return cls(
+            **{
+                **data,
+                "figures": tuple(data["figures"]),
+                "budget_s": math.inf if budget is None else float(budget),
+            }
+        )
+
+    @classmethod
+    def of_params(
+        cls,
+        params: Mapping[str, Any],
+        figures: Sequence[str] = VERDICT_FIGURES,
+        budget_s: float = math.inf,
+    ) -> RoundPolicy:
+        """The policy the Params set (``min_rounds``, ``max_rounds``,
+        ``equivalence_margin``, ``baseline``)."""
+        return cls(
+            int(params["min_rounds"]),
+            int(params["max_rounds"]),
+            float(params["equivalence_margin"]),
+            tuple(dict.fromkeys(figures)),
+            budget_s,
+            str(params["baseline"]),
+        )
+
+
+def group_verdicts(
+    values: Mapping[str, Mapping[str, Sequence[float]]],
+    baseline: str,
+    policy: RoundPolicy,
+    exhausted: bool = False,
+) -> dict[tuple[str, str], Verdict]:
+    """Per (strategy, figure) but the baseline's: the verdict against the baseline on the
+    paired per-round values (``values[strategy][figure]``, round order). ``exhausted``:
+    the group will run no more rounds."""
+    out = {}
+    for name, figures in values.items():
+        if name == baseline:
+            continue
+        for figure in policy.figures:
+            if figure not in figures or figure not in values[baseline]:
+                continue
+            base, other = values[baseline][figure], figures[figure]
+            n = min(len(base), len(other))
+            out[(name, figure)] = verdict(
+                list(base[:n]),
+                list(other[:n]),
+                DIRECTIONS[figure],
+                margin=policy.margin,
+                looks=policy.looks,
+                exhausted=exhausted,
+            )
+    return out
+
+
+@dataclass
+class Rounds:
+    """What a group's rounds measured: per strategy, one summary per round (in round
+    order), and why they stopped."""
+
+    names: list[str]
+    baseline: str
+    policy: RoundPolicy
+    summaries: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    #: Strategies whose run failed: they run no more rounds and get no verdict.
+    failed: list[str] = field(default_factory=list)
+    stopped: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def alive(self) -> list[str]:
+        return [n for n in self.names if n not in self.failed]
+
+    @property
+    def done(self) -> int:
+        """Complete rounds (every strategy still running measured)."""
+        return min((len(self.summaries.get(n, [])) for n in self.alive), default=0)
+
+    def values(self) -> dict[str, dict[str, list[float]]]:
+        """Per strategy still running and figure, its values over the complete rounds."""
+        n = self.done
+        return {
+            name: {
+                f: [float(s[f]) for s in self.summaries.get(name, [])[:n] if f in s]
+                for f in self.policy.figures
+            }
+            for name in self.alive
+        }
+
+    def verdicts(self) -> dict[tuple[str, str], Verdict]:
+        """Per (strategy, figure) against the baseline; none once the baseline failed."""
+        if self.baseline in self.failed:
+            return {}
+        return group_verdicts(self.values(), self.baseline, self.policy, bool(self.stopped))
+
+    def open(self) -> list[tuple[str, str]]:
+        """The (strategy, figure) verdicts not decided yet."""
+        return [k for k, v in self.verdicts().items() if not v.decided]
+
+
+def run_rounds(
+    names: Sequence[str],
+    run: Callable[[str, int], dict[str, float] | None],
+    policy: RoundPolicy,
+    on_run: Callable[[int, str, int, dict[str, float]], None] | None = None,
+    on_round: Callable[[Rounds], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Rounds:
+    """``run(name, round)`` for every name, in rotated rounds, until the policy stops
+    (module docstring). ``on_run(i, name, round, summary)`` after run ``i`` (from 1);
+    ``on_round(rounds)`` after every complete round. A run that returns None failed: its
+    strategy runs no more rounds (:attr:`Rounds.failed`) and the others go on. A run that
+    raises stops the rounds."""
+    names = list(names)
+    rounds = Rounds(names, choose_baseline(names, policy.baseline), policy)
+    rounds.summaries = {n: [] for n in names}
+    started = clock()
+    i = 0
+    for r in range(policy.max_rounds):
+        round_started = clock()
+        for name in rotated_rounds(names, 1, first=r):
+            if name in rounds.failed:
+                continue
+            summary = run(name, r)
+            i += 1
+            if summary is None:
+                rounds.failed.append(name)
+                continue
+            rounds.summaries[name].append(summary)
+            if on_run is not None:
+                on_run(i, name, r, summary)
+        now = clock()
+        rounds.wall_s = now - started
+        last = now - round_started
+        if not rounds.alive:
+            rounds.stopped = "every strategy's run failed"
+        elif r + 1 >= policy.max_rounds:
+            rounds.stopped = f"max_rounds ({policy.max_rounds}) reached"
+        elif r + 1 >= policy.min_rounds:
+            if len(rounds.alive) < 2 or not rounds.open():
+                rounds.stopped = (
+                    "every verdict decided" if rounds.verdicts() else "no verdict to decide"
+                )
+            elif rounds.wall_s + last > policy.budget_s:
+                rounds.stopped = (
+                    f"time budget ({policy.budget_s:.0f} s) would be passed by another round "
+                    f"({rounds.wall_s:.0f} s used, the last round took {last:.0f} s)"
+                )
+        if on_round is not None:
+            on_round(rounds)
+        if rounds.stopped:
+            break
+    return rounds
+
+
+def verdict_lines(rounds: Rounds) -> list[str]:
+    """One line per compared strategy: each figure's verdict against the baseline."""
+    by: dict[str, list[str]] = {}
+    for (name, figure), v in rounds.verdicts().items():
+        by.setdefault(name, []).append(f"{figure_words(figure)} {v.text()}")
+    return [f"{name} vs {rounds.baseline}: " + "; ".join(parts) for name, parts in by.items()]
