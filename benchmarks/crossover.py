@@ -36,6 +36,7 @@ import pandas as pd
 
 from balancebench.experiment import LoadedCell, report_run
 from balancebench.experiment_params import ExperimentSpec
+from balancebench.rounds import RoundPolicy
 from balancebench.schema import positive_int
 from balancebench.sweep_grid import repetition_columns
 
@@ -204,7 +205,9 @@ def main() -> None:
         )
         spark = get_session(f"balancebench-crossover-{k}", master="local[*]")
         cell = LoadedCell(spark, params)
-        runs = cell.side_by_side(spark, names, args.repeats, report_run(len(names) * args.repeats))
+        runs = cell.side_by_side(
+            spark, names, RoundPolicy(args.repeats, args.repeats), report_run()
+        ).summaries
         cell.release()
         spark.stop()
         point_wall_s = time.perf_counter() - point_started

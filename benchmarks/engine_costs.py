@@ -42,9 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell, rotated_runs
+from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.hashing import FRACTION_UNITS
+from balancebench.rounds import RoundPolicy, fixed_rounds
 from balancebench.schema import positive_int
 from balancebench.stats import repetition_stats
 
@@ -100,7 +101,7 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
         return sum(b.route_work_s for b in batches) / tuples, python / tuples
 
     names = ["hash", "pkg", "wchoices", "python F(k)"]
-    runs = rotated_runs(names, args.repeats, one)
+    runs = fixed_rounds(names, args.repeats, one)
     cell.release()
     hash_ns = med([r[0] for r in runs["hash"]]) * 1e9
     print(f"\n[routing] CPU per tuple routed, {args.routing_tuples:,} tuples, one batch")
@@ -149,11 +150,11 @@ def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tupl
 
 def section_fixed(spark: Any, args: argparse.Namespace) -> None:
     topk = LoadedCell(spark, topk_params(args, strategies=["hash"]))
-    runs = topk.side_by_side(spark, ["hash"], args.repeats)
+    runs = topk.side_by_side(spark, ["hash"], RoundPolicy(args.repeats, args.repeats)).summaries
     plain_ms, _ = plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=True)
     topk.release()
     eq5 = LoadedCell(spark, eq5_params(args, ["hash"]))
-    eq5_runs = eq5.side_by_side(spark, ["hash"], args.repeats)
+    eq5_runs = eq5.side_by_side(spark, ["hash"], RoundPolicy(args.repeats, args.repeats)).summaries
     eq5.release()
     topk_ms = med([s["node_fixed_s"] for s in runs["hash"]]) * 1e3
     eq5_ms = med([s["node_fixed_s"] for s in eq5_runs["hash"]]) * 1e3
@@ -173,7 +174,7 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
         tuples = sum(b.received_tuples for b in batches)
         return work / tuples, summary["node_work_per_tuple_us"] * 1e3
 
-    runs = rotated_runs(["hash"], args.repeats, one)
+    runs = fixed_rounds(["hash"], args.repeats, one)
     floors = [
         plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=False)[1]
         for _ in range(args.repeats)
@@ -192,7 +193,7 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
 def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]]:
     names = ["hash", "qmmp", "mnrt"]
     topk = LoadedCell(spark, topk_params(args, strategies=names))
-    runs = topk.side_by_side(spark, names, args.repeats)
+    runs = topk.side_by_side(spark, names, RoundPolicy(args.repeats, args.repeats)).summaries
     topk.release()
     print("\n[signal] the default run (TOPK, 4.5M tuples, 6 batches, 8 nodes)")
     print(
@@ -310,7 +311,7 @@ def section_migration(spark: Any, args: argparse.Namespace) -> None:
             "migration_s": costs.migration_s,
         }
 
-    runs = rotated_runs(list(shares), args.repeats, one)
+    runs = fixed_rounds(list(shares), args.repeats, one)
     cell.release()
     rows = {k: med([r["rows"] for r in v]) for k, v in runs.items()}
     base = med([r["spent_s"] for r in runs["none"]])

@@ -39,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell, rotated_rounds
+from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
+from balancebench.rounds import rotated_rounds
 from balancebench.schema import positive_int
 
 #: The cells, run in this order: (join_arrival, Zipf s or None for ``--skew``, strategies).

@@ -40,6 +40,7 @@ import pandas as pd
 
 from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
+from balancebench.rounds import RoundPolicy
 from balancebench.schema import positive_int
 from balancebench.sweep_grid import repetition_columns
 
@@ -131,7 +132,9 @@ def main() -> None:
     for params in cells:
         n = params["n_nodes"]
         cell = LoadedCell(spark, params)  # the executor a sweep's cell group runs on
-        summaries = cell.side_by_side(spark, SCHEMES, args.repeats)
+        summaries = cell.side_by_side(
+            spark, SCHEMES, RoundPolicy(args.repeats, args.repeats)
+        ).summaries
         for name in SCHEMES:
             out = {k: float(np.median([o[k] for o in summaries[name]])) for k in summaries[name][0]}
             total = sum(out[c] for c in SPLIT)

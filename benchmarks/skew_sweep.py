@@ -46,9 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell, rotated_rounds
+from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.paths import local_dir
+from balancebench.rounds import rotated_rounds
 from balancebench.schema import positive_int
 from balancebench.strategies import STRATEGIES
 from balancebench.workloads import get_workload

@@ -13,12 +13,18 @@ checked against plain Spark SQL. Wiring only; every step is a function of
    the seeded dataset and opens the MLflow parent run.
 2. **validate**: runs the Great Expectations suites `expectations/<dataset>/`; a failure
    stops the run here (no Spark job starts) and the GX result is kept.
-3. **run_strategy** (mapped over `strategies`, each shown by its strategy's name):
-   `spark-submit spark_apps/run_workload.py` through the `spark_default` connection; one
-   MLflow child run per strategy. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) run
-   at once, so their timings are comparable (`plugins/dag_settings.py`).
-4. **compare**: comparison table (CSV), figure (PNG) and the winner of each figure on
-   the parent run.
+3. **run_rounds**: one `spark-submit spark_apps/run_workload.py` through the
+   `spark_default` connection: the strategies in paired, rotated rounds on the loaded
+   dataset in one Spark application (a round runs every strategy once; at least
+   `min_rounds`, then more until every headline figure's verdict is decided, up to
+   `max_rounds` or `max_estimated_hours`). One MLflow child run per strategy (its rounds'
+   figures as steps) with one run per round under it. The task log says which round,
+   strategy and batch runs, and after each round the verdicts still open.
+4. **compare**: per strategy the mean and 95% interval of every figure over its rounds;
+   per strategy and headline figure (capacity, node service, routing, p99 latency) the
+   verdict against the baseline on the paired rounds (`balancebench.stats`): "X% faster
+   [lo, hi]", "equivalent within ±m%", or "no clear difference"; the comparison table,
+   the verdicts (CSV) and the figure (PNG) on the parent run.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ def balance_experiment() -> None:
 
     @task
     def validate(generated: dict) -> list[dict]:
-        """Great Expectations gate; on success, one spark-submit per strategy."""
+        """Great Expectations gate; on success, the one spark-submit of the rounds."""
         report = pipeline.validate_step(generated)
         if not report.success:
             raise AirflowFailException(report.message())
@@ -75,7 +81,7 @@ def balance_experiment() -> None:
 
     generated = generate()
     runs = StrategyRunOperator.partial(
-        task_id="run_strategy",
+        task_id="run_rounds",
         application=str(SPARK_APP),
         conn_id="spark_default",
         # Local mode: the driver runs the tasks and caches each batch's routed rows.

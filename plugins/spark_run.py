@@ -27,18 +27,19 @@ log = logging.getLogger(__name__)
 
 
 class StrategyRunOperator(SparkSubmitOperator):
-    """``spark-submit spark_apps/run_workload.py --spec <RunSpec>`` for one strategy run,
-    or ``--specs-file <file>`` for a sweep's application (its runs in one application)."""
+    """``spark-submit spark_apps/run_workload.py --groups-file <file>``: one Spark
+    application's cell groups, each in rounds (a DAG run's strategies, or a sweep's
+    application)."""
 
     def on_kill(self) -> None:
         super().on_kill()
         from balancebench import tracking
-        from balancebench.experiment import RunSpec
+        from balancebench.experiment import GroupSpec
 
         with contextlib.suppress(Exception):  # a kill must not fail on the store
-            flag, value = self.application_args[:2]
-            # The runs of one submission share its tag: the first spec's names them all.
-            spec = RunSpec.from_json(value) if flag == "--spec" else RunSpec.read_group(value)[0]
+            _, value = self.application_args[:2]
+            # The runs of one submission share its tag: the first cell's names them all.
+            spec = GroupSpec.read(value)[0].cells[0]
             submission = spec.tags.get(tracking.SUBMISSION_TAG)
             if submission:
                 closed = tracking.close_runs_of_dag_run(

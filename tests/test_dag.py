@@ -32,10 +32,10 @@ def test_dag_files_import_without_errors(dagbag, path):
 def test_balance_experiment_shape(dagbag):
     dag = dagbag.dags["balance_experiment"]
     assert dag is not None
-    assert set(dag.task_ids) == {"generate", "validate", "run_strategy", "compare"}
+    assert set(dag.task_ids) == {"generate", "validate", "run_rounds", "compare"}
     assert dag.doc_md and "balance_experiment" in dag.doc_md
     assert set(dag.params.keys()) == set(EXPERIMENT_PARAMS)
-    assert dag.get_task("run_strategy").downstream_task_ids == {"compare"}
+    assert dag.get_task("run_rounds").downstream_task_ids == {"compare"}
     # Defaults validate.
     dag.params.validate()
 
@@ -122,7 +122,7 @@ def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):
     assert dag.catchup is False
     for dag_id, task_id in (
         ("nightly_sweep", "run_application"),
-        ("balance_experiment", "run_strategy"),
+        ("balance_experiment", "run_rounds"),
     ):
         mapped = dagbag.dags[dag_id].get_task(task_id)
         # Timed runs do not share the machine unless the user asks for it.

@@ -77,23 +77,24 @@ def test_a_child_run_carries_only_the_params_that_apply():
 
 
 def test_the_comparison_keeps_one_strategy_order_and_one_colour_each():
-    import pandas as pd
-
-    from balancebench.compare import comparison_table, winners
+    from balancebench.compare import comparison_table
     from balancebench.plotting import strategy_color
 
-    children = pd.DataFrame(
-        {
-            "params.strategy": ["mnrt", "hash", "qmmp"],
-            "run_id": ["c", "a", "b"],
-            "metrics.latency_p99_s": [1.0, 2.0, 1.5],
-            "metrics.capacity_tuples_per_s": [10.0, 30.0, 20.0],
+    # Given each cell's columns over its rounds (mean and interval), in another order,
+    columns = {
+        s: {
+            "rounds_finished": 5.0,
+            "latency_p99_s_mean": p99,
+            "latency_p99_s_ci95_lo": p99 - 0.1,
+            "latency_p99_s_ci95_hi": p99 + 0.1,
         }
-    )
-    table = comparison_table(children)
-    assert table["strategy"].tolist() == ["hash", "qmmp", "mnrt"]  # the registry's order
+        for s, p99 in (("mnrt", 1.0), ("hash", 2.0), ("qmmp", 1.5))
+    }
+    table = comparison_table(columns, {"mnrt": "c", "hash": "a", "qmmp": "b"})
+    # then the rows follow the registry's order, with the means under the figures' names.
+    assert table["strategy"].tolist() == ["hash", "qmmp", "mnrt"]
     assert table["run_id"].tolist() == ["a", "b", "c"]
-    won = winners(table)
-    assert won["latency_p99_s"] == "mnrt" and won["capacity_tuples_per_s"] == "hash"
+    assert table["latency_p99_s"].tolist() == [2.0, 1.5, 1.0]
+    assert table["latency_p99_s_ci95_hi"].tolist() == [2.1, 1.6, 1.1]
     colours = {s: strategy_color(s) for s in ("hash", "qmmp", "mnrt", "spark_aqe")}
     assert len(set(colours.values())) == 4

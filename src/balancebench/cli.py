@@ -43,6 +43,8 @@ from balancebench.paths import (
     storage_error,
     validation_dir,
 )
+from balancebench.round_runs import experiment_comparison
+from balancebench.rounds import figure_words
 from balancebench.schema import parse_json_object, quoted, terminal_safe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
@@ -422,28 +424,67 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     except Exception as exc:  # MLflow raises its own exception type for an unknown id
         console.print(f"[red]parent: no run {escape(parent)!r}[/red] in {tracking.tracking_uri()}")
         raise typer.Exit(2) from exc
-    children = tracking.child_runs(parent)
     status = parent_run.info.status
-    rows = comparison_table(children) if len(children) else None
-    order = json.loads(parent_run.data.params.get("strategies", "[]"))
+    logged = parent_run.data.params
+    known = defaults()
+    params = {
+        name: logged.get(name, known[name])
+        for name in ("min_rounds", "max_rounds", "equivalence_margin", "baseline")
+    }
+    params["strategies"] = json.loads(logged.get("strategies", "[]"))
+    found = experiment_comparison(parent, params, TABLE_METRICS)
+    rows = comparison_table(found.columns, found.cell_runs) if found.cell_runs else None
     # Metrics as rows, strategies as columns: fits a terminal for any number of metrics.
-    table = Table(title=f"{DAG_ID}: parent run {parent} ({status})")
+    table = Table(title=f"{DAG_ID}: parent run {parent} ({status}): mean [95% CI] over rounds")
     table.add_column("metric")
     if rows is not None:
         rows = rows.set_index("strategy")
+        order = params["strategies"]
         names = [s for s in order if s in rows.index] + [s for s in rows.index if s not in order]
         for name in names:
             table.add_column(str(name), justify="right")
+        table.add_row("rounds", *(_fmt(rows.loc[name, "rounds_finished"]) for name in names))
         for m in TABLE_METRICS:
-            table.add_row(m, *(_fmt(rows.loc[name, m]) for name in names))
+            table.add_row(
+                m,
+                *(
+                    _interval(
+                        rows.loc[name, m],
+                        rows.loc[name, f"{m}_ci95_lo"],
+                        rows.loc[name, f"{m}_ci95_hi"],
+                    )
+                    for name in names
+                ),
+            )
     console.print(table)
+    if found.rows:
+        verdicts = Table(title="verdicts against the baseline on the paired rounds")
+        for column in ("figure", "strategy", "mean", "verdict"):
+            verdicts.add_column(column, justify="right" if column == "mean" else "left")
+        means = found.means()
+        for row in found.rows:
+            verdicts.add_row(
+                figure_words(row.figure),
+                f"{row.strategy} vs {row.baseline}",
+                _fmt(means.get(row.strategy, {}).get(row.figure)),
+                row.verdict.text(),
+            )
+        console.print(verdicts)
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
-    print(f"results:      {results_dir() / parent}/comparison.csv, comparison.png")
+    out = results_dir() / parent
+    print(f"results:      {out}/comparison.csv, verdicts.csv, comparison.png")
     print(f"datasets:     {datasets_dir()}")
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")
     print("\n".join(tracking.how_to_open(parent_run.info.experiment_id, parent)))
     return status == "FINISHED" and rows is not None
+
+
+def _interval(mean: object, lo: object, hi: object) -> str:
+    """``mean [lo, hi]``, or the mean alone where there is no interval."""
+    if not isinstance(lo, float) or lo != lo or lo == hi:
+        return _fmt(mean)
+    return f"{_fmt(mean)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def _fmt(value: object) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 
 from balancebench.plotting import strategy_color, strategy_order
-from balancebench.regression import HIGHER, TIMED
 
 #: Columns of the comparison table, in order (all defined in ``metrics``).
 TABLE_METRICS = [
@@ -57,42 +56,41 @@ def headline_metrics() -> frozenset[str]:
     """The run-level figures logged under their own names: the comparison table's and the
     figures the nightly sweep aggregates (regression, exact and paper-figure metrics)."""
     from balancebench.paper000 import FIGURE_METRICS
-    from balancebench.regression import EXACT
+    from balancebench.regression import EXACT, TIMED
 
     return frozenset([*TABLE_METRICS, *TIMED, *EXACT, *FIGURE_METRICS])
 
 
-def winners(table: pd.DataFrame) -> dict[str, str]:
-    """Per timed headline figure, the strategy with the best value (its good direction
-    from ``regression.TIMED``); a figure no strategy has is left out."""
-    out = {}
-    for metric, direction in TIMED.items():
-        if metric not in table or table[metric].isna().all():
-            continue
-        col = table.set_index("strategy")[metric].dropna()
-        out[metric] = str(col.idxmax() if direction == HIGHER else col.idxmin())
-    return out
-
-
-def comparison_table(children: pd.DataFrame) -> pd.DataFrame:
-    """One row per child run (strategy) from an ``mlflow.search_runs`` frame, in the
-    registry's strategy order."""
+def comparison_table(
+    columns: dict[str, dict[str, float]], run_ids: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """One row per strategy (registry order) from each cell's columns over its rounds
+    (``round_runs.cell_columns``): every :data:`TABLE_METRICS` figure as its mean (the bare
+    name) with ``_ci95_lo`` and ``_ci95_hi`` (Student t over the rounds), the rounds
+    finished, and the cell's MLflow run."""
     rows = []
-    for _, run in children.iterrows():
-        row: dict[str, Any] = {"strategy": run.get("params.strategy"), "run_id": run["run_id"]}
+    for strategy, cols in columns.items():
+        row: dict[str, Any] = {"strategy": strategy, "rounds_finished": cols.get("rounds_finished")}
         for m in TABLE_METRICS:
-            row[m] = run.get(f"metrics.{m}")
+            row[m] = cols.get(f"{m}_mean")
+            row[f"{m}_ci95_lo"] = cols.get(f"{m}_ci95_lo")
+            row[f"{m}_ci95_hi"] = cols.get(f"{m}_ci95_hi")
+        row["run_id"] = (run_ids or {}).get(strategy)
         rows.append(row)
-    table = pd.DataFrame(rows, columns=["strategy", *TABLE_METRICS, "run_id"])
-    order = strategy_order(table["strategy"].tolist())
+    order = strategy_order([r["strategy"] for r in rows])
+    ends = [c for m in TABLE_METRICS for c in (f"{m}_ci95_lo", f"{m}_ci95_hi")]
+    table = pd.DataFrame(
+        rows, columns=["strategy", "rounds_finished", *TABLE_METRICS, *ends, "run_id"]
+    )
     return table.set_index("strategy").loc[order].reset_index()
 
 
 def comparison_figure(
     table: pd.DataFrame, history: dict[str, dict[str, list]], path: Path, title: str = ""
 ) -> Path:
-    """2x3 figure, one colour per strategy: per-batch imbalance and makespan; latency;
-    plan time; migration cost; delivered throughput and capacity."""
+    """2x3 figure, one colour per strategy: per-batch imbalance and makespan (mean over
+    the rounds); latency; plan time; migration cost; delivered throughput and capacity
+    (bars: the mean over the rounds, whiskers: its 95% Student-t interval)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,8 +112,26 @@ def comparison_figure(
         ax.grid(alpha=0.3)
         ax.legend()
 
+    def spread(column: str, scale: float) -> list[list[float]] | None:
+        """Error bars: the mean's interval over the rounds (None where not known)."""
+        lo, hi = f"{column}_ci95_lo", f"{column}_ci95_hi"
+        if lo not in table or table[lo].isna().all():
+            return None
+        mean = table[column].fillna(0.0)
+        return [
+            list(((mean - table[lo].fillna(mean)) * scale).clip(lower=0)),
+            list(((table[hi].fillna(mean) - mean) * scale).clip(lower=0)),
+        ]
+
     def bars(ax: Any, column: str, label: str, scale: float = 1.0, hatch: str = "") -> None:
-        ax.bar(x, table[column].fillna(0.0) * scale, color=colors, hatch=hatch)
+        ax.bar(
+            x,
+            table[column].fillna(0.0) * scale,
+            color=colors,
+            hatch=hatch,
+            yerr=spread(column, scale),
+            capsize=3,
+        )
         ax.set_xticks(x, names)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, axis="y")
@@ -134,6 +150,8 @@ def comparison_figure(
                 color=colors,
                 hatch=hatch,
                 label=text,
+                yerr=spread(column, scale),
+                capsize=3,
             )
         ax.set_xticks(x, names)
         ax.set_ylabel(label)

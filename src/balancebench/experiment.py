@@ -1,28 +1,29 @@
-"""Strategy runs inside one Spark application, each logged as an MLflow run.
+"""Strategy runs in paired, rotated rounds inside one Spark application, each run logged
+as an MLflow run.
 
-Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point) with one run
-(``balance_experiment``: one application per strategy) or a sweep application's runs
-(``nightly_sweep``: the strategies and repetitions of its cell groups, :func:`run_group`).
-It builds each dataset's replay stream (``balancebench.streams``) and loads it once; runs
-each strategy through its runner (``spark.runners``: the micro-batch engine under the
-strategy's router, or a Spark-native baseline); derives latency and throughput from the
-measured batches under the cost model (``metrics.clock``); logs everything with the units
-and definitions of ``metrics.METRIC_DEFINITIONS``; and writes a JSON summary per run to
-``.local/results``.
+Called by ``spark_apps/run_workload.py`` (the ``spark-submit`` entry point) with the cell
+groups of one application (:func:`run_groups`): ``balance_experiment``'s one group (its
+strategies) or a sweep application's groups (the cells of one workload and node count
+that differ only in the strategy). Each group runs in rounds until its verdicts are
+decided or its budget ends (``balancebench.rounds``). It builds each dataset's replay
+stream (``balancebench.streams``) and loads it once; runs each strategy through its
+runner (``spark.runners``: the micro-batch engine under the strategy's router, or a
+Spark-native baseline); derives latency and throughput from the measured batches under
+the cost model (``metrics.clock``); logs everything with the units and definitions of
+``metrics.METRIC_DEFINITIONS``; and writes a JSON summary per run to ``.local/results``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -31,10 +32,15 @@ from balancebench import metrics, reaper, replay, tracking
 from balancebench.compare import BATCH_PREFIX, headline_metrics, logged_name
 from balancebench.experiment_params import ExperimentSpec, applicable_params
 from balancebench.paths import results_dir
+from balancebench.rounds import (
+    RoundPolicy,
+    Rounds,
+    figure_words,
+    run_rounds,
+    verdict_lines,
+)
 from balancebench.strategies import get_strategy, strategy_kind, strategy_settings
 from balancebench.streams import ReplayStream, build_stream
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -371,12 +377,14 @@ class LoadedCell:
         self,
         spark: Any,
         names: Sequence[str],
-        repeats: int,
-        report: Callable[[int, str, dict[str, float]], None] | None = None,
-    ) -> dict[str, list[dict[str, float]]]:
-        """Every strategy of ``names`` ``repeats`` times on this loaded cell
-        (:func:`rotated_runs`): each one's run summaries, in the order run."""
-        return rotated_runs(names, repeats, lambda name: self.run(spark, name)[1], report)
+        policy: RoundPolicy,
+        on_run: Callable[[int, str, int, dict[str, float]], None] | None = None,
+        on_round: Callable[[Rounds], None] | None = None,
+    ) -> Rounds:
+        """The strategies ``names`` in rotated rounds on this loaded cell until ``policy``
+        stops them (:func:`balancebench.rounds.run_rounds`): their run summaries per round
+        and the verdicts against the baseline."""
+        return run_rounds(names, lambda name, _: self.run(spark, name)[1], policy, on_run, on_round)
 
     def release(self) -> None:
         from balancebench.spark.replay_stream import release_replay
@@ -384,57 +392,60 @@ class LoadedCell:
         release_replay(self.df)
 
 
-def rotated_runs(
-    names: Sequence[str],
-    repeats: int,
-    run: Callable[[str], T],
-    report: Callable[[int, str, T], None] | None = None,
-) -> dict[str, list[T]]:
-    """``run(name)`` for every name ``repeats`` times in rotated order
-    (:func:`rotated_rounds`): each name's results, in the order run. ``report(i, name,
-    result)`` is called after run ``i`` (from 1), for progress."""
-    runs: dict[str, list[T]] = {name: [] for name in names}
-    for i, name in enumerate(rotated_rounds(names, repeats), 1):
-        result = run(name)
-        runs[name].append(result)
-        if report is not None:
-            report(i, name, result)
-    return runs
-
-
-def report_run(total: int) -> Callable[[int, str, dict[str, float]], None]:
-    """A :meth:`LoadedCell.side_by_side` progress line per run: run i of total, the
+def report_run(label: str = "") -> Callable[[int, str, int, dict[str, float]], None]:
+    """A progress line per run of :meth:`LoadedCell.side_by_side`: the run, its round, the
     strategy, its capacity and p99 latency."""
 
-    def report(i: int, name: str, summary: dict[str, float]) -> None:
+    def report(i: int, name: str, r: int, summary: dict[str, float]) -> None:
         print(
-            f"  run {i} of {total}: {name}, capacity "
-            f"{summary['capacity_tuples_per_s'] / 1e6:.2f}M/s, p99 "
-            f"{summary['latency_p99_s']:.2f} s",
+            f"  {label}run {i} (round {r + 1}): {name}, capacity "
+            f"{summary['capacity_tuples_per_s'] / 1e6:.2f}M/s, node service "
+            f"{summary['makespan_s_total']:.3f} s, p99 {summary['latency_p99_s']:.2f} s",
             flush=True,
         )
 
     return report
 
 
-def rotated_rounds(names: Sequence[str], repeats: int) -> Iterator[str]:
-    """Every name ``repeats`` times, one round after another, round ``r`` starting at name
-    ``r mod len(names)``: side-by-side benchmarks run a cell's strategies this way, because
-    the first run after a dataset is loaded pays the JVM's warm-up on the new data, and
-    rotation spreads that over the strategies instead of charging it to the first."""
-    for r in range(repeats):
-        start = r % len(names)
-        yield from [*names[start:], *names[:start]]
+def report_round(label: str = "") -> Callable[[Rounds], None]:
+    """A progress line per round: the rounds done, the verdicts still open, and when the
+    rounds stop, why and every verdict."""
+
+    def report(rounds: Rounds) -> None:
+        verdicts = rounds.verdicts()
+        open_ = [f"{n} {figure_words(f)}" for (n, f), v in verdicts.items() if not v.decided]
+        decided = len(verdicts) - len(open_)
+        line = (
+            f"{PROGRESS} {label}round {rounds.done} of {rounds.policy.min_rounds}-"
+            f"{rounds.policy.max_rounds} done ({rounds.wall_s:.0f} s): {decided} of "
+            f"{len(verdicts)} verdicts decided"
+        )
+        if open_ and not rounds.stopped:
+            line += f"; open: {', '.join(open_)}"
+        print(line, flush=True)
+        if rounds.stopped:
+            print(f"{PROGRESS} {label}rounds stopped: {rounds.stopped}", flush=True)
+            for text in verdict_lines(rounds):
+                print(f"{PROGRESS} {label}{text}", flush=True)
+
+    return report
 
 
 PROGRESS = "[balancebench progress]"
-#: A run's position in its Spark application, and how many runs the application had.
+#: A run's position in its Spark application, and how many runs the application had at
+#: least (its groups' minimum rounds).
 RUN_INDEX_TAG, RUNS_IN_APPLICATION_TAG = "balancebench.run_index", "balancebench.runs_in_app"
 #: A run's position among the runs on its loaded dataset (1 = the first after the load).
 DATASET_RUN_INDEX_TAG = "balancebench.dataset_run_index"
 #: The Spark application a sweep's run ran in (its Airflow task's name):
 #: ``application k of K: ...``.
 APPLICATION_TAG = "balancebench.application"
+#: A round run's round (from 0) and its cell group.
+ROUND_TAG, GROUP_TAG = "balancebench.round", "balancebench.group"
+#: What a cell run says when its group's rounds ended: how many, and why they stopped.
+ROUNDS_DONE_TAG, ROUNDS_STOPPED_TAG = "balancebench.rounds_done", "balancebench.rounds_stopped"
+#: The prefix of the per-round figures logged on a cell run (``step`` = round).
+ROUND_PREFIX = "round/"
 
 
 def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
@@ -463,9 +474,63 @@ def _failure_tagged(mlflow: Any) -> Iterator[None]:
         raise
 
 
-def run_strategy(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
-    """Replay the dataset's workload under one strategy in this process's Spark application."""
-    return run_group([spec], master)[0]
+@dataclass(frozen=True)
+class GroupSpec:
+    """A cell group, run in rounds inside one Spark application (:func:`run_groups`):
+    one :class:`RunSpec` per strategy, its *cell* (``parent_run_id`` is the cell's MLflow
+    run, which every round's run is a child of), in the order of the first round; the
+    rounds' policy; the folder the rounds' JSON records go to. Round ``r`` of a cell is
+    :meth:`round_spec`."""
+
+    label: str
+    cells: tuple[RunSpec, ...]
+    policy: RoundPolicy
+    results_dir: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "cells": [c.to_json() for c in self.cells],
+            "policy": self.policy.to_json(),
+            "results_dir": self.results_dir,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupSpec:
+        return cls(
+            data["label"],
+            tuple(RunSpec.from_json(c) for c in data["cells"]),
+            RoundPolicy.from_json(data["policy"]),
+            data["results_dir"],
+        )
+
+    def round_spec(self, cell: RunSpec, r: int) -> RunSpec:
+        """Round ``r`` (from 0) of ``cell``: its own record file, name and tags."""
+        name = cell.run_name or cell.strategy
+        record = f"{cell.parent_run_id or cell.strategy}-round{r + 1}.json"
+        return replace(
+            cell,
+            result_path=str(Path(self.results_dir) / record),
+            run_name=f"{name} · round {r + 1}",
+            tags={
+                **cell.tags,
+                tracking.ROLE_TAG: "round",
+                ROUND_TAG: str(r),
+                GROUP_TAG: self.label,
+            },
+        )
+
+    @staticmethod
+    def write(groups: Sequence[GroupSpec], path: Path) -> list[str]:
+        """The spark-submit arguments of groups that share one application: the groups go
+        to a file (``path``), as Linux caps one argument at 128 KiB."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([g.to_json() for g in groups], sort_keys=True))
+        return ["--groups-file", str(path)]
+
+    @classmethod
+    def read(cls, path: str) -> list[GroupSpec]:
+        return [cls.from_json(g) for g in json.loads(Path(path).read_text())]
 
 
 @dataclass(frozen=True)
@@ -494,36 +559,50 @@ def _dataset_key(run: _Checked) -> tuple[str, str]:
     return run.spec.dataset_dir, json.dumps(params, sort_keys=True, default=str)
 
 
-def dataset_segments(runs: Sequence[_Checked]) -> list[list[_Checked]]:
-    """The runs cut where the dataset or a Param outside :data:`RUN_ONLY_PARAMS` changes:
-    each segment's runs share one loaded dataset (:class:`LoadedCell`)."""
-    return [list(segment) for _, segment in itertools.groupby(runs, key=_dataset_key)]
+def _check_group(group: GroupSpec) -> list[_Checked]:
+    """A group's cells at the door: every spec checked, one strategy each, one dataset."""
+    if not group.cells:
+        raise ValueError(f"group {group.label!r}: no cell; allowed: at least one RunSpec")
+    runs = [_check(cell) for cell in group.cells]
+    names = [r.spec.strategy for r in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"group {group.label!r}: strategies {names} repeat; allowed: each once")
+    if len({_dataset_key(r) for r in runs}) != 1:
+        raise ValueError(
+            f"group {group.label!r}: its cells differ in more than {sorted(RUN_ONLY_PARAMS)}; "
+            "allowed: one loaded dataset per group"
+        )
+    return runs
 
 
-def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[str, Any]]:
-    """The runs of ``specs`` in one Spark application, in the order given (the caller rotates
-    the order across repetitions). Consecutive runs on the same dataset and Params (but
-    :data:`RUN_ONLY_PARAMS`) share it, loaded once (:func:`dataset_segments`; a sweep's cell
-    groups of one application come one after another). Each run is warmed up (once per
-    strategy and application), measured, checked by the oracle and logged as its own MLflow
-    run, tagged with its position in the application (``balancebench.run_index``) and on its
-    dataset (``balancebench.dataset_run_index``); a run's caches and checkpoints are
-    released before the next (``Engine.close``), a dataset's before the next is loaded. A
-    failed run, or a dataset that fails to load, fails its runs (closed FAILED where opened)
-    and the others still run; the application then fails, naming the failed ones.
+def run_groups(groups: Sequence[GroupSpec], master: str | None = None) -> list[dict[str, Any]]:
+    """The cell groups ``groups`` in one Spark application, one after another, each in
+    rotated rounds until its policy stops them (:func:`balancebench.rounds.run_rounds`).
+    Consecutive groups on the same dataset and Params (but :data:`RUN_ONLY_PARAMS`) share
+    it, loaded once. Each run is warmed up (once per strategy and application), measured,
+    checked by the oracle and logged as its own MLflow run (a child of its cell's run,
+    tagged with its round and its position in the application and on its dataset); its
+    headline figures also go on the cell's run as ``round/<figure>`` at ``step`` = round. A
+    run's caches and checkpoints are released before the next (``Engine.close``), a
+    dataset's before the next is loaded. A failed run drops its strategy from its group's
+    later rounds and the others go on; a dataset that fails to load fails its group; the
+    application then fails, naming the failed ones.
 
     What this application costs beyond its runs (JVM and session start, each dataset's load
     and event times) is printed apart as ``application setup`` and ``dataset load`` and
     charged to no run."""
-    if not specs:
-        raise ValueError("specs: no run given; allowed: at least one RunSpec")
-    runs = [_check(spec) for spec in specs]  # every spec at the door, before the JVM
-    segments = dataset_segments(runs)
-    workloads = sorted({r.params.workload.name for r in runs})
-    streams = [
-        build_stream(s[0].params.workload.name, s[0].spec.dataset_dir, s[0].params)
-        for s in segments
-    ]
+    if not groups:
+        raise ValueError("groups: none given; allowed: at least one GroupSpec")
+    checked = [_check_group(g) for g in groups]  # every spec at the door, before the JVM
+    keys = [_dataset_key(runs[0]) for runs in checked]
+    streams: dict[int, ReplayStream] = {}
+    for i, runs in enumerate(checked):
+        if i == 0 or keys[i] != keys[i - 1]:
+            first = runs[0]
+            streams[i] = build_stream(
+                first.params.workload.name, first.spec.dataset_dir, first.params
+            )
+    workloads = sorted({runs[0].params.workload.name for runs in checked})
 
     # Imports that start the JVM or MLflow only once the inputs are known to be good.
     from balancebench.spark.session import get_session
@@ -531,8 +610,8 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
     setup_started = time.perf_counter()
     tracking.reap_orphans()  # an entry point (spark-submit): before opening runs
     mlflow = tracking.store()
-    name = specs[0].strategy if len(specs) == 1 else f"{len(specs)} runs"
-    spark = get_session(f"balancebench-{'-'.join(workloads)}-{name}", master=master)
+    least = sum(g.policy.min_rounds * len(runs) for g, runs in zip(groups, checked, strict=True))
+    spark = get_session(f"balancebench-{'-'.join(workloads)}-{least} runs", master=master)
     sc = spark.sparkContext
     app_params = {
         "git_commit": tracking.git_commit(),
@@ -540,99 +619,147 @@ def run_group(specs: Sequence[RunSpec], master: str | None = None) -> list[dict[
         "spark_default_parallelism": str(sc.defaultParallelism),
         **tracking.library_versions(),
     }
-    if len(runs) > 1:
-        print(
-            f"{PROGRESS} application setup (session): {time.perf_counter() - setup_started:.1f}"
-            f" s, charged to no run; {len(runs)} runs on {len(segments)} dataset(s)",
-            flush=True,
-        )
-    application = _Application(spark, mlflow, len(runs))
+    print(
+        f"{PROGRESS} application setup (session): {time.perf_counter() - setup_started:.1f}"
+        f" s, charged to no run; {len(groups)} group(s), at least {least} runs on "
+        f"{len(streams)} dataset(s)",
+        flush=True,
+    )
+    application = _Application(spark, mlflow, least)
     try:
-        for segment, stream in zip(segments, streams, strict=True):
-            application.run_segment(segment, stream, app_params)
+        loaded: LoadedCell | None = None
+        for i, (group, runs) in enumerate(zip(groups, checked, strict=True)):
+            if i in streams:
+                if loaded is not None:
+                    loaded.release()
+                loaded = application.load(runs, streams[i])
+            application.run_group(group, runs, loaded, app_params)
+        if loaded is not None:
+            loaded.release()
     finally:
         spark.stop()
     if application.failed:
         failed = application.failed
-        raise RuntimeError(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(failed))
+        raise RuntimeError(f"{len(failed)} run(s) failed: " + "; ".join(failed))
     return application.records
 
 
 class _Application:
-    """:func:`run_group`'s Spark application as its runs go: what they share across
-    datasets (the strategies warmed up), the position, the records and the failures."""
+    """:func:`run_groups`'s Spark application as its runs go: what they share across
+    datasets (the strategies warmed up), the positions, the records and the failures."""
 
-    def __init__(self, spark: Any, mlflow: Any, total: int) -> None:
-        self.spark, self.mlflow, self.total = spark, mlflow, total
+    def __init__(self, spark: Any, mlflow: Any, least: int) -> None:
+        self.spark, self.mlflow, self.least = spark, mlflow, least
         self.warmed: set[str] = set()
         self.records: list[dict[str, Any]] = []
         self.failed: list[str] = []
-        self.durations: list[float] = []
         self.index = 0
+        self.on_dataset = 0
+        self.durations: list[float] = []
+        self.load_error: str | None = None
+        self.stream: ReplayStream | None = None
 
-    def run_segment(
-        self, runs: Sequence[_Checked], stream: ReplayStream, app_params: dict[str, str]
+    def load(self, runs: Sequence[_Checked], stream: ReplayStream) -> LoadedCell | None:
+        """A dataset loaded for the groups that share it; None if it failed to load."""
+        self.on_dataset, self.load_error, self.stream = 0, None, stream
+        started = time.perf_counter()
+        try:
+            loaded = LoadedCell(self.spark, runs[0].params, stream, warmed=self.warmed)
+        except Exception as exc:
+            self.load_error = tracking.failure_cause(exc)
+            traceback.print_exc()
+            print(f"{PROGRESS} dataset load failed: {self.load_error}", flush=True)
+            return None
+        print(
+            f"{PROGRESS} dataset load ({stream.n_tuples} tuples): "
+            f"{time.perf_counter() - started:.1f} s, charged to no run",
+            flush=True,
+        )
+        return loaded
+
+    def run_group(
+        self,
+        group: GroupSpec,
+        runs: Sequence[_Checked],
+        loaded: LoadedCell | None,
+        app_params: dict[str, str],
     ) -> None:
-        """One dataset's runs, in order, with progress lines."""
+        """One group's rounds, with progress lines; its cells' runs say how they ended."""
+        if loaded is None:
+            for run in runs:  # none was opened; the other groups still run
+                self.failed.append(f"{_label(run)}: dataset load: {self.load_error}")
+            return
+        assert self.stream is not None
         params = runs[0].params
-        workload = params.workload
         shared_params = {
-            "workload": workload.name,
-            "operator": workload.operator.name,
-            "dataset_digest": stream.dataset_digest,
+            "workload": params.workload.name,
+            "operator": params.workload.operator.name,
+            "dataset_digest": self.stream.dataset_digest,
             "dataset_dir": runs[0].spec.dataset_dir,
-            "stream_tuples": str(stream.n_tuples),
+            "stream_tuples": str(self.stream.n_tuples),
             **app_params,
         }
-        started = time.perf_counter()
-        try:
-            loaded = LoadedCell(self.spark, params, stream, warmed=self.warmed)
-        except Exception as exc:
-            if self.total == 1:
-                raise  # no run was opened: the task log has the cause
-            for run in runs:  # none was opened; the others' datasets still run
-                self.index += 1
-                self.failed.append(f"{_label(run)}: dataset load: {tracking.failure_cause(exc)}")
-            traceback.print_exc()
-            print(f"{PROGRESS} dataset load failed: {self.failed[-1]}", flush=True)
-            return
-        try:
-            if self.total > 1:
-                print(
-                    f"{PROGRESS} dataset load ({stream.n_tuples} tuples, {len(runs)} runs on "
-                    f"it): {time.perf_counter() - started:.1f} s, charged to no run",
-                    flush=True,
-                )
-            for on_dataset, run in enumerate(runs, 1):
-                self._run_one(run, loaded, shared_params, on_dataset)
-        finally:
-            loaded.release()
+        by_name = {r.spec.strategy: r for r in runs}
+        where = group.cells[0].tags.get(APPLICATION_TAG)
+        prefix = f"{where}, {group.label}: " if where else f"{group.label}: "
 
-    def _run_one(
-        self, run: _Checked, loaded: LoadedCell, shared_params: dict[str, str], on_dataset: int
-    ) -> None:
-        self.index += 1
-        label = _label(run)
-        if self.total > 1:
-            left = _time_left(self.durations, self.total - self.index + 1)
-            group = run.spec.tags.get(APPLICATION_TAG)
-            where = f"run {self.index} of {self.total}"
-            print(f"{PROGRESS} {f'{group}, ' if group else ''}{where}: {label}{left}", flush=True)
-        started = time.perf_counter()
-        position = Position(self.index, self.total, on_dataset)
-        try:
-            self.records.append(
-                _measure(self.spark, self.mlflow, run, loaded, shared_params, position)
-            )
-        except Exception as exc:
-            if self.total == 1:
-                raise
-            self.failed.append(f"{label}: {tracking.failure_cause(exc)}")
-            traceback.print_exc()  # the whole cause in the task log; the other runs go on
+        def run(name: str, r: int) -> dict[str, float] | None:
+            cell = by_name[name]
+            spec = group.round_spec(cell.spec, r)
+            self.index += 1
+            self.on_dataset += 1
+            left = _time_left(self.durations, self.least - self.index + 1)
             print(
-                f"{PROGRESS} run {self.index} of {self.total} failed: {self.failed[-1]}", flush=True
+                f"{PROGRESS} {prefix}round {r + 1} (of {group.policy.min_rounds}-"
+                f"{group.policy.max_rounds}), run {self.index} of at least {self.least}: "
+                f"{name}{left}",
+                flush=True,
             )
-        self.durations.append(time.perf_counter() - started)
+            position = Position(self.index, self.least, self.on_dataset)
+            started = time.perf_counter()
+            try:
+                record = _measure(
+                    self.spark,
+                    self.mlflow,
+                    _check(spec),  # a fresh strategy instance every round
+                    loaded,
+                    shared_params,
+                    position,
+                )
+            except Exception as exc:
+                self.failed.append(f"{spec.run_name}: {tracking.failure_cause(exc)}")
+                traceback.print_exc()  # the whole cause in the task log; the others go on
+                print(f"{PROGRESS} {spec.run_name} failed: {self.failed[-1]}", flush=True)
+                return None
+            finally:
+                self.durations.append(time.perf_counter() - started)
+            self.records.append(record)
+            _log_round(self.mlflow, cell.spec.parent_run_id, r, record["summary"])
+            return record["summary"]
+
+        rounds = run_rounds(list(by_name), run, group.policy, on_round=report_round(prefix))
+        client = self.mlflow.MlflowClient()
+        for cell in group.cells:
+            if cell.parent_run_id:
+                with contextlib.suppress(Exception):  # a store error must not hide the runs
+                    client.set_tag(cell.parent_run_id, ROUNDS_DONE_TAG, str(rounds.done))
+                    client.set_tag(cell.parent_run_id, ROUNDS_STOPPED_TAG, rounds.stopped)
+
+
+def _log_round(mlflow: Any, cell_run: str | None, r: int, summary: dict[str, float]) -> None:
+    """A round's headline figures on its cell's run, ``round/<figure>`` at ``step`` = r."""
+    if not cell_run:
+        return
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    headline = headline_metrics()
+    metrics = [
+        Metric(ROUND_PREFIX + name, float(value), now, r)
+        for name, value in summary.items()
+        if name in headline and np.isfinite(value)
+    ]
+    mlflow.MlflowClient().log_batch(cell_run, metrics=metrics)
 
 
 def _label(run: _Checked) -> str:
@@ -651,10 +778,11 @@ class Position:
 
 
 def _time_left(durations: Sequence[float], remaining: int) -> str:
-    """``; about N s left`` from the runs so far (none before the first has ended)."""
-    if not durations:
+    """``; at least about N s left`` from the runs so far (none before the first has
+    ended, nor once the minimum rounds are done)."""
+    if not durations or remaining <= 0:
         return ""
-    return f"; about {np.mean(durations) * remaining:.0f} s left"
+    return f"; at least about {np.mean(durations) * remaining:.0f} s left"
 
 
 def _measure(

@@ -97,9 +97,55 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "maximum": 168,
         "default": 2.0,
         "title": "Most hours a run may take",
-        "description": "A run whose estimated time on this machine (strategies x batches x "
-        "tuples, see balancebench.experiment_params.estimate_run_s) is above this is "
-        "refused before it starts, with the estimate. Raise it for a long run on purpose.",
+        "description": "A run whose min_rounds are estimated on this machine (strategies x "
+        "rounds x batches x tuples, see balancebench.experiment_params.estimate_run_s) above "
+        "this is refused before it starts, with the estimate; a round beyond min_rounds starts "
+        "only while the rounds so far plus one more fit in it (a sweep's cell groups share it "
+        "evenly). Raise it for a long run on purpose.",
+    },
+    "min_rounds": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 5,
+        "title": "Rounds: at least",
+        "description": "A round runs every strategy once on the same loaded data, in a rotated "
+        "order, inside one Spark application; each strategy is compared with the baseline on "
+        "the paired per-round figures (balancebench.stats). At least this many rounds run; "
+        "2 are needed for an interval, 5 for a verdict worth reading.",
+        "section": "Rounds",
+    },
+    "max_rounds": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1000,
+        "default": 10,
+        "title": "Rounds: at most",
+        "description": "After min_rounds, rounds are added one at a time until every "
+        "headline figure's verdict is decided (faster, slower, or equivalent within "
+        "equivalence_margin), until this many, or until max_estimated_hours would be passed; "
+        "a verdict still open then reads 'undecided after n rounds'. Equal to min_rounds: a "
+        "fixed number of rounds. Must be at least min_rounds.",
+        "section": "Rounds",
+    },
+    "equivalence_margin": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 0.5,
+        "default": 0.03,
+        "title": "Rounds: equivalence margin",
+        "description": "Two strategies are 'equivalent within ±m' on a figure when the whole "
+        "interval of their ratio lies inside [1 - m, 1 + m] (0.03 = ±3%).",
+        "section": "Rounds",
+    },
+    "baseline": {
+        "type": "string",
+        "enum": ["auto", *sorted(STRATEGIES)],
+        "default": "auto",
+        "title": "Rounds: baseline",
+        "description": "The strategy every other is compared with: auto = hash when it runs, "
+        "else the first strategy (the registry's order). Must be one of the strategies.",
+        "section": "Rounds",
     },
     "warmup_batches": {
         "type": "integer",
@@ -266,11 +312,14 @@ def defaults() -> dict[str, Any]:
     return spec_defaults(EXPERIMENT_PARAMS)
 
 
-def validate_params(values: dict[str, Any]) -> dict[str, Any]:
+def validate_params(values: dict[str, Any], group: bool = True) -> dict[str, Any]:
     """Defaults filled in, every value checked, and the combination too: the dataset can
-    feed the workload and every strategy serves its operator. ``ValueError`` names each
-    bad field and what is allowed; ``dataset: auto`` becomes the workload's dataset."""
+    feed the workload and every strategy serves its operator, the rounds' bounds are in
+    order and (``group``: the Params are a cell group's, not one sweep cell's) the
+    baseline is among the strategies. ``ValueError`` names each bad field and what is
+    allowed; ``dataset: auto`` becomes the workload's dataset."""
     params = check_values(EXPERIMENT_PARAMS, values, what="experiment params")
+    check_rounds(params, params["strategies"] if group else None)
     workload = get_workload(params["workload"])
     if params["dataset"] == "auto":
         params["dataset"] = workload.default_dataset
@@ -309,11 +358,11 @@ class ExperimentSpec(Mapping[str, Any]):
         raise AttributeError("an ExperimentSpec is frozen; make a new one with checked()")
 
     @classmethod
-    def checked(cls, values: Mapping[str, Any]) -> ExperimentSpec:
+    def checked(cls, values: Mapping[str, Any], group: bool = True) -> ExperimentSpec:
         """The door: ``values`` with defaults filled in, every value and their combination
-        checked (:func:`validate_params`); ``ValueError`` names each bad field and what is
-        allowed."""
-        return cls(validate_params(dict(values)), _trusted=True)
+        checked (:func:`validate_params`; ``group=False`` for one sweep cell, whose sweep
+        checks its groups); ``ValueError`` names each bad field and what is allowed."""
+        return cls(validate_params(dict(values), group), _trusted=True)
 
     @classmethod
     def from_json(cls, data: str | Mapping[str, Any]) -> ExperimentSpec:
@@ -401,36 +450,54 @@ class ExperimentSpec(Mapping[str, Any]):
         return str(self._values["experiment"])
 
 
-#: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-26):
-#: a default run's child lasts ~35 s per strategy, ~14 s of it over 6 batches of 750k
-#: tuples (2.3 s a batch), the rest spark-submit, session, load, warm-up and oracle; a
-#: small batch still costs ~0.4 s (its Spark jobs and the oracle's).
-RUN_FIXED_S = 30.0
+#: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-28, the
+#: default run's strategies in rounds in one application): the application's start
+#: (spark-submit, session, the dataset's load and first warm-up) ~30 s; a measured run
+#: 6-7 s over 6 batches of 750k tuples (about 0.4 s a batch of fixed cost, the rest per
+#: tuple); a strategy's warm-up about a run's batches' fixed cost.
+APP_FIXED_S = 30.0
 BATCH_FIXED_S = 0.4
-TUPLE_S = 2.5e-6
+TUPLE_S = 0.9e-6
 
 
-def estimate_run_s(params: dict[str, Any]) -> float:
+def estimate_run_s(params: dict[str, Any], rounds: int | None = None) -> float:
     """Seconds a ``balance_experiment`` run of these Params takes here, roughly (within
-    about x2): per strategy, a fixed start plus per batch a fixed cost plus per tuple
-    (``n_tuples``; a user file's length is not known before it is read)."""
+    about x2): the application's start, a warm-up per strategy, and ``rounds`` (default
+    ``min_rounds``) rounds of every strategy, a run costing a fixed part per batch plus a
+    part per tuple (``n_tuples``; a user file's length is not known before it is read)."""
     tuples = 0 if params["dataset"] == "user_file" else params["n_tuples"]
-    per_strategy = RUN_FIXED_S + params["n_batches"] * BATCH_FIXED_S + tuples * TUPLE_S
-    return len(params["strategies"]) * per_strategy
+    run_s = params["n_batches"] * BATCH_FIXED_S + tuples * TUPLE_S
+    warm_s = min(params["warmup_batches"], params["n_batches"]) * BATCH_FIXED_S
+    rounds = params["min_rounds"] if rounds is None else rounds
+    return APP_FIXED_S + len(params["strategies"]) * (warm_s + rounds * run_s)
 
 
 def check_work(params: dict[str, Any]) -> None:
-    """Refuse a run estimated above ``max_estimated_hours``, naming the estimate and the
-    Params that set it."""
+    """Refuse a run whose ``min_rounds`` are estimated above ``max_estimated_hours``,
+    naming the estimate and the Params that set it (more rounds only run while they fit)."""
     hours = estimate_run_s(params) / 3600
     if hours > params["max_estimated_hours"]:
         raise ValueError(
             f"n_batches: {params['n_batches']:,} micro-batches of {params['n_tuples']:,} "
-            f"tuples x {len(params['strategies'])} strategies would take about {hours:.1f} h "
-            f"here; allowed: at most max_estimated_hours = {params['max_estimated_hours']:g} h. "
-            "Lower n_batches, n_tuples or the strategies, or raise max_estimated_hours "
-            "(up to 168) for a long run on purpose"
+            f"tuples x {len(params['strategies'])} strategies x {params['min_rounds']} rounds "
+            f"would take about {hours:.1f} h here; allowed: at most max_estimated_hours = "
+            f"{params['max_estimated_hours']:g} h. Lower n_batches, n_tuples, the strategies or "
+            "min_rounds, or raise max_estimated_hours (up to 168) for a long run on purpose"
         )
+
+
+def check_rounds(params: Mapping[str, Any], strategies: list[str] | None) -> None:
+    """``min_rounds <= max_rounds``, and the ``baseline`` is one of the group's
+    ``strategies`` (or ``auto``; None: not a group's Params, not checked)."""
+    if params["min_rounds"] > params["max_rounds"]:
+        raise ValueError(
+            f"max_rounds: {params['max_rounds']} is below min_rounds {params['min_rounds']}; "
+            "allowed: at least min_rounds"
+        )
+    if strategies is not None:
+        from balancebench.rounds import choose_baseline
+
+        choose_baseline(list(strategies), params["baseline"])
 
 
 def check_inputs(params: dict[str, Any]) -> None:
@@ -470,7 +537,7 @@ def param_section(name: str) -> str:
         return "Dataset"
     if name == "zipf_fit_tolerance":
         return "Validation"
-    return "Experiment"
+    return str(EXPERIMENT_PARAMS.get(name, {}).get("section", "Experiment"))
 
 
 def applicable_params(params: dict[str, Any], strategies: list[str]) -> dict[str, Any]:

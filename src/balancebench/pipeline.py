@@ -22,11 +22,11 @@ from balancebench import reaper, tracking
 from balancebench.compare import (
     BATCH_PREFIX,
     SERIES,
+    TABLE_METRICS,
     comparison_figure,
     comparison_table,
-    winners,
 )
-from balancebench.experiment import APPLICATION_TAG, RunSpec
+from balancebench.experiment import APPLICATION_TAG, GroupSpec, RunSpec
 from balancebench.experiment_params import (
     ExperimentSpec,
     applicable_params,
@@ -132,9 +132,11 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
     description = (
         f"{dag_id} {run_id}: {p['workload']} on dataset {p['dataset']} (zipf_s {p['zipf_s']:g}, "
         f"{p['n_tuples']} tuples, seed {p['seed']}), {p['n_batches']} micro-batches on "
-        f"{p['n_nodes']} nodes; strategies {', '.join(p['strategies'])}. One child per "
-        "strategy; the comparison (comparison.csv/png) and the winner of each figure are "
-        "added when the run ends."
+        f"{p['n_nodes']} nodes; strategies {', '.join(p['strategies'])} in paired, rotated "
+        f"rounds ({p['min_rounds']} to {p['max_rounds']}) in one Spark application. One child "
+        "per strategy (its rounds' figures as steps, one run per round under it); the "
+        "comparison (comparison.csv/png) and the verdicts against the baseline "
+        "(verdicts.csv) are added when the run ends."
     )
     dataset_dir, manifest, parent = _open_parent(
         p.dataset,
@@ -216,101 +218,207 @@ def validate_step(generated: dict[str, Any]) -> ValidationReport:
     return report
 
 
+def open_cell_run(
+    client: Any,
+    experiment_id: str,
+    parent: str,
+    g: Generated,
+    label: str,
+    params: dict[str, Any],
+    tags: dict[str, str] | None = None,
+) -> str:
+    """A cell's MLflow run (role ``cell``, child of ``parent``): its rounds' runs go under
+    it, and its rounds' figures on it. Returns its id."""
+    run = client.create_run(
+        experiment_id,
+        run_name=label,
+        tags={
+            tracking.ROLE_TAG: "cell",
+            "airflow.dag_id": g.dag_id,
+            "airflow.run_id": g.run_id,
+            "mlflow.parentRunId": parent,
+            **(tags or {}),
+            **reaper.owner_tags(),
+        },
+    )
+    run_id = run.info.run_id
+    tracking.log_params(client, run_id, params)
+    tracking.log_metric_definitions(run_id)
+    return str(run_id)
+
+
+def group_budget_s(params: Mapping[str, Any], groups: int) -> float:
+    """The wall seconds a cell group may spend on rounds: its share of
+    ``max_estimated_hours`` (a sweep's groups share it evenly)."""
+    return float(params["max_estimated_hours"]) * 3600.0 / max(1, groups)
+
+
+@ends_runs_on_failure
 def submit_args(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
-    """One ``spark_apps/run_workload.py`` submission per strategy (mapped task input):
-    ``application_args`` and ``name`` (the strategy; the mapped task shows it)."""
+    """Open one MLflow run per strategy (its *cell*, child of the parent) and return the
+    one ``spark_apps/run_workload.py`` submission that runs the strategies in paired,
+    rotated rounds in one Spark application (mapped task input: ``application_args`` and
+    ``name``)."""
+    from balancebench.rounds import RoundPolicy
+
     g = Generated.from_xcom(generated)
     spec = g.spec
-    return [
-        {
-            "application_args": RunSpec(
+    client = tracking.client()
+    experiment_id = tracking.ensure_experiment(spec.experiment)
+    submission = uuid.uuid4().hex
+    cells = []
+    for s in spec.strategies:
+        cell_run = open_cell_run(
+            client,
+            experiment_id,
+            g.run,
+            g,
+            s,
+            {
+                **applicable_params(spec, [s]),
+                "strategy": s,
+                "dataset_digest": g.dataset.digest,
+                "timed_concurrency": concurrency,
+            },
+        )
+        cells.append(
+            RunSpec(
                 dataset_dir=g.dataset.dir,
                 strategy=s,
                 params=spec,
-                parent_run_id=g.run,
+                parent_run_id=cell_run,
                 dag_id=g.dag_id,
                 dag_run_id=g.run_id,
+                run_name=s,
+                tags={tracking.SUBMISSION_TAG: submission},
                 concurrency=concurrency,
-                tags={tracking.SUBMISSION_TAG: uuid.uuid4().hex},
-            ).to_args(),
-            "name": s,
-        }
-        for s in spec.strategies
-    ]
+            )
+        )
+    policy = RoundPolicy.of_params(spec, budget_s=group_budget_s(spec, 1))
+    label = f"{spec['workload']} · s={spec['zipf_s']:g} · N={spec['n_nodes']}"
+    out = results_dir() / g.run
+    group = GroupSpec(label, tuple(cells), policy, str(out))
+    name = f"{len(cells)} strategies in rounds ({policy.min_rounds}-{policy.max_rounds})"
+    return [{"application_args": GroupSpec.write([group], out / "groups.json"), "name": name}]
+
+
+#: What the comparison of a balance_experiment run summarises over its rounds.
+def _compared_metrics() -> list[str]:
+    from balancebench.regression import TIMED
+    from balancebench.rounds import VERDICT_FIGURES
+
+    return list(dict.fromkeys([*TABLE_METRICS, *TIMED, *VERDICT_FIGURES]))
 
 
 @ends_runs_on_failure
 def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
-    """Log the comparison table (CSV) and figure (PNG) to the parent and close it.
+    """Per strategy: the mean and Student-t interval of every figure over its finished
+    rounds (on its cell run, which is closed); the verdicts of each strategy against the
+    baseline on the paired rounds (``balancebench.stats``: tags ``verdict.<strategy>.
+    <figure>`` on the parent, ``verdict.<figure>`` and ``<figure>_ratio`` on the cell);
+    the comparison table (CSV), the verdicts (CSV) and the figure (PNG) on the parent,
+    which is closed.
 
-    Returns ``(complete, text)``: ``complete`` is False when a strategy has no finished
-    child run (its Spark job failed); the parent is then closed as FAILED.
-    """
+    Returns ``(complete, text)``: ``complete`` is False when a strategy has fewer finished
+    rounds than ``min_rounds`` (its Spark run failed); the parent is then closed FAILED."""
+    import pandas as pd
+    from mlflow.entities import Metric
+
+    from balancebench.experiment import ROUNDS_STOPPED_TAG
+    from balancebench.round_runs import experiment_comparison
+
     g = Generated.from_xcom(generated)
     parent = g.run
-    mlflow = tracking.store()
-    client = mlflow.MlflowClient()
-    children = tracking.child_runs(parent)
-    finished = children[children["status"] == "FINISHED"] if len(children) else children
+    client = tracking.client()
+    p = g.params
+    found = experiment_comparison(parent, p, _compared_metrics())
     expected = list(g.spec.strategies)
-    done = set(finished["params.strategy"]) if len(finished) else set()
-    missing = [s for s in expected if s not in done]
-    if len(finished) == 0:
-        tracking.end_run(parent, "FAILED", f"no strategy finished; missing {missing}")
-        return False, f"no strategy finished; missing {missing}"
-    table = comparison_table(finished)
-    history = {
-        row.strategy: {m: _history(client, row.run_id, m) for m in SERIES}
-        for row in table.itertuples()
-    }
+    short = [
+        f"{s}: {len(found.rounds.get(s, {}))} of at least {p['min_rounds']} rounds"
+        for s in expected
+        if len(found.rounds.get(s, {})) < p["min_rounds"]
+    ]
+    now = int(time.time() * 1000)
+    for s, run in found.cell_runs.items():
+        cols = found.columns[s]
+        client.log_batch(run, metrics=[Metric(k, v, now, 0) for k, v in cols.items() if v == v])
+        for row in (r for r in found.rows if r.strategy == s):
+            client.set_tag(run, f"verdict.{row.figure}", row.verdict.text())
+            if row.verdict.ratio is not None:
+                ratio = row.verdict.ratio
+                client.log_batch(
+                    run,
+                    metrics=[
+                        Metric(f"{row.figure}_ratio", ratio.estimate, now, 0),
+                        Metric(f"{row.figure}_ratio_lo", ratio.lo, now, 0),
+                        Metric(f"{row.figure}_ratio_hi", ratio.hi, now, 0),
+                    ],
+                )
+        stopped = client.get_run(run).data.tags.get(ROUNDS_STOPPED_TAG, "")
+        failed = any(x.startswith(f"{s}:") for x in short)
+        tracking.end_run(
+            run,
+            "FAILED" if failed else "FINISHED",
+            f"{len(found.rounds[s])} rounds ({stopped or 'not run'})",
+        )
+    if not any(found.rounds.values()):
+        tracking.end_run(parent, "FAILED", f"no strategy finished a round; {short}")
+        return False, f"no strategy finished a round: {short}"
+    table = comparison_table(found.columns, found.cell_runs)
     out = results_dir() / parent
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "comparison.csv"
     table.to_csv(csv, index=False)
-    p = g.params
+    verdicts = out / "verdicts.csv"
+    pd.DataFrame([r.as_dict() for r in found.rows]).to_csv(verdicts, index=False)
+    history = {s: {m: _round_history(client, found, s, m) for m in SERIES} for s in found.cell_runs}
     title = (
         f"{p['workload']} on {p['dataset']}: zipf_s {p['zipf_s']:g}, {p['n_tuples']} tuples, "
-        f"{p['n_batches']} batches, N = {p['n_nodes']}, seed {p['seed']} "
-        f"(parent run {parent[:8]}, {g.run_id})"
+        f"{p['n_batches']} batches, N = {p['n_nodes']}, seed {p['seed']}; mean over the "
+        f"rounds (parent run {parent[:8]}, {g.run_id})"
     )
     png = comparison_figure(table, history, out / "comparison.png", title)
-    client.log_artifact(parent, str(csv))
-    client.log_artifact(parent, str(png))
-    won = winners(table)
-    _log_parent_summary(client, parent, table, won)
-    # Metrics as rows, strategies as columns: a log line per metric, never 22 columns
-    # on one line cut off by the log viewer.
-    text = table.drop(columns=["run_id"]).set_index("strategy").T.to_string()
-    verdict = "; ".join(f"{m}: {s}" for m, s in won.items())
-    if missing:
-        tracking.end_run(parent, "FAILED", f"strategies without a finished run: {missing}")
+    for path in (csv, verdicts, png):
+        client.log_artifact(parent, str(path))
+    _log_parent_summary(client, parent, table, found.rows)
+    text = found.verdict_text()
+    if short:
+        tracking.end_run(parent, "FAILED", f"strategies short of their rounds: {short}")
         return False, text
-    tracking.end_run(parent, "FINISHED", f"Best per figure: {verdict}.")
+    tracking.end_run(parent, "FINISHED", f"Verdicts on the paired rounds:\n{text}")
     return True, text
 
 
-def _log_parent_summary(client: Any, parent: str, table: Any, won: dict[str, str]) -> None:
-    """Each strategy's headline figures on the parent (``<metric>.<strategy>``) and the
-    winner of each (tag ``winner.<metric>``), so the parent row says who won."""
+def _log_parent_summary(client: Any, parent: str, table: Any, rows: list[Any]) -> None:
+    """Each strategy's mean headline figures on the parent (``<metric>.<strategy>``) and
+    every verdict (tag ``verdict.<strategy>.<figure>``), so the parent row says who is
+    faster by how much, and how sure."""
     from mlflow.entities import Metric
 
     from balancebench.regression import TIMED
 
-    rows = table.set_index("strategy")
+    means = table.set_index("strategy")
     metrics = [
-        Metric(f"{m}.{s}", float(rows.loc[s, m]), 0, 0)
+        Metric(f"{m}.{s}", float(means.loc[s, m]), 0, 0)
         for m in TIMED
-        for s in rows.index
-        if m in rows and rows.loc[s, m] == rows.loc[s, m]  # not NaN
+        for s in means.index
+        if m in means and means.loc[s, m] == means.loc[s, m]  # not NaN
     ]
     client.log_batch(parent, metrics=metrics)
-    for metric, strategy in won.items():
-        client.set_tag(parent, f"winner.{metric}", strategy)
+    for row in rows:
+        client.set_tag(parent, f"verdict.{row.strategy}.{row.figure}", row.verdict.text())
 
 
-def _history(client: Any, run_id: str, metric: str) -> tuple[list[int], list[float]]:
-    points = sorted(client.get_metric_history(run_id, BATCH_PREFIX + metric), key=lambda m: m.step)
-    return [m.step for m in points], [m.value for m in points]
+def _round_history(client: Any, found: Any, strategy: str, metric: str) -> tuple[list, list]:
+    """A per-batch series of a strategy, the mean over its finished rounds per batch."""
+    from balancebench.round_runs import finished_rounds
+
+    per_step: dict[int, list[float]] = {}
+    for _, run in finished_rounds(found.cell_runs[strategy]).iterrows():
+        for m in client.get_metric_history(run["run_id"], BATCH_PREFIX + metric):
+            per_step.setdefault(m.step, []).append(m.value)
+    steps = sorted(per_step)
+    return steps, [sum(per_step[k]) / len(per_step[k]) for k in steps]
 
 
 # ---- model_experiment DAG (papers 001-004 models) ------------------------------------

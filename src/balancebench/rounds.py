@@ -144,26 +144,31 @@ class RoundPolicy:
 
 
 def group_verdicts(
-    values: Mapping[str, Mapping[str, Sequence[float]]],
+    rounds: Mapping[str, Mapping[int, Mapping[str, float]]],
     baseline: str,
     policy: RoundPolicy,
     exhausted: bool = False,
 ) -> dict[tuple[str, str], Verdict]:
     """Per (strategy, figure) but the baseline's: the verdict against the baseline on the
-    paired per-round values (``values[strategy][figure]``, round order). ``exhausted``:
-    the group will run no more rounds."""
-    out = {}
-    for name, figures in values.items():
+    rounds both ran (``rounds[strategy][round]``: that run's summary). ``exhausted``: the
+    group will run no more rounds. Empty when the baseline has no rounds."""
+    out: dict[tuple[str, str], Verdict] = {}
+    base = rounds.get(baseline, {})
+    for name, runs in rounds.items():
         if name == baseline:
             continue
+        common = sorted(set(runs) & set(base))
         for figure in policy.figures:
-            if figure not in figures or figure not in values[baseline]:
+            paired = [
+                (float(base[r][figure]), float(runs[r][figure]))
+                for r in common
+                if figure in base[r] and figure in runs[r]
+            ]
+            if not paired:
                 continue
-            base, other = values[baseline][figure], figures[figure]
-            n = min(len(base), len(other))
             out[(name, figure)] = verdict(
-                list(base[:n]),
-                list(other[:n]),
+                [b for b, _ in paired],
+                [o for _, o in paired],
                 DIRECTIONS[figure],
                 margin=policy.margin,
                 looks=policy.looks,
@@ -195,22 +200,16 @@ class Rounds:
         """Complete rounds (every strategy still running measured)."""
         return min((len(self.summaries.get(n, [])) for n in self.alive), default=0)
 
-    def values(self) -> dict[str, dict[str, list[float]]]:
-        """Per strategy still running and figure, its values over the complete rounds."""
+    def by_round(self) -> dict[str, dict[int, dict[str, float]]]:
+        """Per strategy still running, its summary per complete round."""
         n = self.done
-        return {
-            name: {
-                f: [float(s[f]) for s in self.summaries.get(name, [])[:n] if f in s]
-                for f in self.policy.figures
-            }
-            for name in self.alive
-        }
+        return {name: dict(enumerate(self.summaries.get(name, [])[:n])) for name in self.alive}
 
     def verdicts(self) -> dict[tuple[str, str], Verdict]:
         """Per (strategy, figure) against the baseline; none once the baseline failed."""
         if self.baseline in self.failed:
             return {}
-        return group_verdicts(self.values(), self.baseline, self.policy, bool(self.stopped))
+        return group_verdicts(self.by_round(), self.baseline, self.policy, bool(self.stopped))
 
     def open(self) -> list[tuple[str, str]]:
         """The (strategy, figure) verdicts not decided yet."""
@@ -270,6 +269,14 @@ def run_rounds(
         if rounds.stopped:
             break
     return rounds
+
+
+def fixed_rounds(names: Sequence[str], rounds: int, run: Callable[[str], Any]) -> dict[str, list]:
+    """``run(name)`` for every name in ``rounds`` rotated rounds, no verdicts (a benchmark
+    section that measures something other than the verdict figures): each name's results,
+    in the order run."""
+    policy = RoundPolicy(rounds, rounds, figures=())
+    return run_rounds(names, lambda name, _: run(name), policy).summaries
 
 
 def verdict_lines(rounds: Rounds) -> list[str]:

@@ -163,7 +163,7 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "expect_column_values_to_not_be_null({'column': 'key'})" in out
-    assert "run_strategy" not in {
+    assert "run_rounds" not in {
         line.split("task_id=")[-1].split()[0]
         for line in out.splitlines()
         if "[DAG TEST] starting" in line

@@ -1,0 +1,173 @@
+"""A cell group's rounds read back from MLflow, and their verdicts.
+
+Every round of a cell is an MLflow run (role ``round``, tag ``balancebench.round``) under
+the cell's run (one per strategy of a ``balance_experiment`` run, one per cell of a
+sweep). The steps that close a DAG run (``pipeline.compare_step``,
+``pipeline.sweep_summarize_step``) and ``balancebench report`` read them here: per cell
+its finished rounds' figures, the mean and Student-t interval of each over the rounds
+(:func:`balancebench.stats.repetition_stats`), and per group the verdict of every
+strategy against the baseline on the paired rounds
+(:func:`balancebench.rounds.group_verdicts`, which the Spark application's own stopping
+rule used).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pandas as pd
+
+from balancebench import tracking
+from balancebench.compare import headline_metrics, logged_name
+from balancebench.experiment import ROUND_TAG
+from balancebench.rounds import RoundPolicy, choose_baseline, figure_words, group_verdicts
+from balancebench.stats import Verdict, repetition_stats
+
+#: The column of a cell's finished rounds in every table.
+ROUNDS_FINISHED: Final[str] = "rounds_finished"
+
+
+def finished_rounds(cell_run: str) -> pd.DataFrame:
+    """The cell's FINISHED round runs (``mlflow.search_runs`` rows) with a ``round``
+    column (from 0), in round order."""
+    children = tracking.child_runs(cell_run)
+    if children.empty:
+        return children.assign(round=pd.Series(dtype=int))
+    done = children[children["status"] == "FINISHED"].copy()
+    col = f"tags.{ROUND_TAG}"
+    done = done[done[col].notna()] if col in done else done.iloc[0:0]
+    done["round"] = done[col].astype(int) if len(done) else pd.Series(dtype=int)
+    return done.sort_values("round", kind="stable").reset_index(drop=True)
+
+
+def round_figures(done: pd.DataFrame, metrics: Iterable[str]) -> dict[int, dict[str, float]]:
+    """Per round, the run's value of each of ``metrics`` it logged (finite ones)."""
+    headline = headline_metrics()
+    out: dict[int, dict[str, float]] = {}
+    for _, run in done.iterrows():
+        figures = {}
+        for m in metrics:
+            value = run.get(f"metrics.{logged_name(m, headline)}")
+            if value is not None and value == value:  # not NaN
+                figures[m] = float(value)
+        out[int(run["round"])] = figures
+    return out
+
+
+def cell_columns(rounds: Mapping[int, Mapping[str, float]], metrics: Iterable[str]) -> dict:
+    """A cell's table columns: ``rounds_finished`` and per metric its ``_mean``, ``_std``,
+    ``_ci95_lo``, ``_ci95_hi`` over the rounds (Student t)."""
+    out: dict[str, float] = {ROUNDS_FINISHED: float(len(rounds))}
+    for m in metrics:
+        values = [r[m] for r in rounds.values() if m in r]
+        if values:
+            stats = repetition_stats(values)
+            out.update({f"{m}_{k}": v for k, v in stats.items() if k != "n"})
+    return out
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One strategy against the baseline on one figure, as the tables print it."""
+
+    strategy: str
+    figure: str
+    baseline: str
+    verdict: Verdict
+
+    def as_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        row: dict[str, Any] = {
+            "strategy": self.strategy,
+            "figure": self.figure,
+            "baseline": self.baseline,
+            "rounds": v.n,
+            "outcome": v.outcome.value,
+            "verdict": v.text(),
+        }
+        if v.ratio is not None:
+            row.update(ratio=v.ratio.estimate, ratio_lo=v.ratio.lo, ratio_hi=v.ratio.hi)
+            row["level"] = v.ratio.level
+        return row
+
+
+def verdict_rows(
+    rounds: Mapping[str, Mapping[int, Mapping[str, float]]],
+    policy: RoundPolicy,
+    order: Sequence[str],
+) -> list[VerdictRow]:
+    """The group's verdicts once its rounds have ended, one row per (strategy, figure),
+    strategies in ``order`` (the group's; those with rounds get a row), figures in the
+    policy's order. None when the baseline has no finished round."""
+    present = [s for s in order if rounds.get(s)]
+    baseline = choose_baseline(list(order), policy.baseline)
+    if baseline not in present or len(present) < 2:
+        return []
+    found = group_verdicts({s: rounds[s] for s in present}, baseline, policy, exhausted=True)
+    return [
+        VerdictRow(s, f, baseline, found[(s, f)])
+        for s in present
+        for f in policy.figures
+        if (s, f) in found
+    ]
+
+
+def verdict_text_table(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[str, float]]) -> str:
+    """The verdicts as plain text, one block per figure: each strategy's mean and its
+    verdict against the baseline (``means[strategy][figure]``)."""
+    lines = []
+    for figure in dict.fromkeys(r.figure for r in rows):
+        here = [r for r in rows if r.figure == figure]
+        base = here[0].baseline
+        lines.append(f"{figure_words(figure)} ({figure}), against {base}:")
+        mean = means.get(base, {}).get(figure)
+        if mean is not None:
+            lines.append(f"  {base:>12}  {mean:.4g}  (baseline)")
+        for r in here:
+            value = means.get(r.strategy, {}).get(figure)
+            shown = f"{value:.4g}" if value is not None else "-"
+            lines.append(f"  {r.strategy:>12}  {shown}  {r.verdict.text()}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A ``balance_experiment`` run's comparison, from its cells' rounds: per strategy its
+    rounds' figures and table columns, and the verdicts."""
+
+    rounds: dict[str, dict[int, dict[str, float]]]
+    columns: dict[str, dict[str, float]]
+    cell_runs: dict[str, str]
+    rows: list[VerdictRow]
+
+    def means(self) -> dict[str, dict[str, float]]:
+        return {
+            s: {k[: -len("_mean")]: v for k, v in cols.items() if k.endswith("_mean")}
+            for s, cols in self.columns.items()
+        }
+
+    def verdict_text(self) -> str:
+        return verdict_text_table(self.rows, self.means())
+
+
+def experiment_comparison(
+    parent: str, params: Mapping[str, Any], metrics: Iterable[str]
+) -> Comparison:
+    """The comparison of a ``balance_experiment`` parent run: its cell runs (one per
+    strategy), their finished rounds, each figure of ``metrics`` over the rounds, and the
+    verdicts on the rounds' policy (the Params' ``min_rounds``, ``max_rounds``,
+    ``equivalence_margin``, ``baseline``)."""
+    metrics = list(dict.fromkeys(metrics))
+    cells = tracking.child_runs(parent)
+    cell_runs = {
+        str(r["params.strategy"]): str(r["run_id"])
+        for _, r in cells.iterrows()
+        if r.get("params.strategy") == r.get("params.strategy")  # not NaN
+    }
+    rounds = {s: round_figures(finished_rounds(run), metrics) for s, run in cell_runs.items()}
+    columns = {s: cell_columns(r, metrics) for s, r in rounds.items()}
+    policy = RoundPolicy.of_params(params)
+    order = [s for s in params["strategies"] if s in cell_runs]
+    return Comparison(rounds, columns, cell_runs, verdict_rows(rounds, policy, order))
