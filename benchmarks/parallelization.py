@@ -42,7 +42,7 @@ from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.rounds import RoundPolicy
 from balancebench.schema import positive_int
-from balancebench.sweep_grid import repetition_columns
+from balancebench.stats import columns_over
 
 SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def main() -> None:
             )
             # mean and bootstrap 95% CI over the repeats: what the README's reading judges
             per_run = [{**o, "cpu_s_total": sum(o[c] for c in SPLIT)} for o in summaries[name]]
-            row.update(repetition_columns(per_run, ["capacity_tuples_per_s", "cpu_s_total"]))
+            row.update(columns_over(per_run, ["capacity_tuples_per_s", "cpu_s_total"]))
             rows.append(row)
             print(
                 f"N={n:<3} {name:>17}: nodes used {int(row['nodes_used_max'])}, copies/tuple "

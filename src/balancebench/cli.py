@@ -301,7 +301,9 @@ def _failed(headline: str, what: str, log: Path) -> NoReturn:
 @_command(opens_store=True)
 def figure(
     key: str = typer.Argument(..., help=f"paper 000 figure: {', '.join(sorted(FIGURES))}"),
-    conf: str = typer.Option("{}", help="other sweep Params as JSON, e.g. '{\"repetitions\": 1}'"),
+    conf: str = typer.Option(
+        "{}", help='other sweep Params as JSON, e.g. \'{"min_rounds": 2, "max_rounds": 2}\''
+    ),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:
     """Run one of paper 000's experiments (``nightly_sweep`` with the Param ``figure``)
@@ -312,7 +314,7 @@ def figure(
 @_command(opens_store=True)
 def sweep(
     conf: str = typer.Option(
-        "{}", help='sweep Params as JSON, e.g. \'{"grid_zipf_s": "1.0", "repetitions": 3}\''
+        "{}", help='sweep Params as JSON, e.g. \'{"grid_zipf_s": "1.0", "max_rounds": 8}\''
     ),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:

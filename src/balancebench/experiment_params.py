@@ -156,7 +156,7 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "description": "Untimed batches each strategy replays under a fresh instance of itself "
         "before its first measured run in a Spark application, so the JVM's first-use costs "
         "(JIT, code generation) of every code path it takes, its plan's migration included "
-        "(2 batches), do not land on measured batches; its later repetitions in the same "
+        "(2 batches), do not land on measured batches; its later rounds in the same "
         "application find them paid. 0 = none (the first batches then pay them).",
     },
     "state_checkpoint": {

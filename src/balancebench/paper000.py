@@ -1,13 +1,14 @@
 """Paper 000's experiments (§5), one figure each, as presets of the nightly sweep.
 
-A figure is a sweep (grid x repetitions, every batch of every run checked by the oracle)
-whose grid and some Params are fixed to the paper's experiment, scaled to this machine
-(``PaperFigure.scale`` says how), and the paper-style figure drawn from the sweep's
-per-cell means and bootstrap 95% CIs. One trigger per figure: ``nightly_sweep`` with the
-Param ``figure`` (Airflow UI or REST), ``balancebench figure 3a`` (CLI), or
-``make paper-figures`` for all of them (copied into ``docs/figures/``).
+A figure is a sweep (its cell groups in paired, rotated rounds, every batch of every run
+checked by the oracle) whose grid and some Params are fixed to the paper's experiment,
+scaled to this machine (``PaperFigure.scale`` says how), and the paper-style figure drawn
+from the sweep's per-cell means and Student-t 95% intervals over the rounds. One trigger
+per figure: ``nightly_sweep`` with the Param ``figure`` (Airflow UI or REST),
+``balancebench figure 3a`` (CLI), or ``make paper-figures`` for all of them (copied into
+``docs/figures/``).
 
-A figure fixes its grid and the Params it lists; every other Param (``repetitions``,
+A figure fixes its grid and the Params it lists; every other Param (``min_rounds``,
 ``seed``, ``n_tuples`` of the TOPK stream, ...) comes from the trigger as usual.
 
 Figs. 4 and 5 come from one sweep (``4-5``) under memory-driven scale-out (Param
@@ -52,7 +53,7 @@ class PaperFigure:
     grid: dict[str, list[Any]]
     #: Params the figure fixes (the rest come from the trigger).
     params: dict[str, Any]
-    #: Y axes (run metrics summarised over repetitions), one panel each.
+    #: Y axes (run metrics summarised over the rounds), one panel each.
     metrics: tuple[str, ...]
     scale: str
     #: Strategies drawn for reference only (not in the paper's figure).
@@ -220,9 +221,9 @@ def with_figure(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def figure_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
-    """One row per (strategy, x): each plotted metric's mean and bootstrap 95% CI
-    over the repetitions, and how many finished."""
-    cols = ["strategy", "zipf_s", "n_nodes", "tolerance", "repetitions_finished"]
+    """One row per (strategy, x): each plotted metric's mean and Student-t 95% interval
+    over the rounds, and how many finished."""
+    cols = ["strategy", "zipf_s", "n_nodes", "tolerance", "rounds_finished"]
     for m in fig.metrics:
         cols += [f"{m}_mean", f"{m}_ci95_lo", f"{m}_ci95_hi"]
     present = [c for c in cols if c in cells]
@@ -231,8 +232,8 @@ def figure_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
 
 def components_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
     """One row per (strategy, x): each of :data:`FIGURE_COMPONENTS`' mean, std and
-    bootstrap 95% CI over the repetitions (the columns the cells have)."""
-    cols = ["strategy", fig.x, "repetitions_finished"]
+    Student-t 95% interval over the rounds (the columns the cells have)."""
+    cols = ["strategy", fig.x, "rounds_finished"]
     for m in FIGURE_COMPONENTS:
         cols += [f"{m}_mean", f"{m}_std", f"{m}_ci95_lo", f"{m}_ci95_hi"]
     present = [c for c in cols if c in cells]
@@ -273,7 +274,7 @@ def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: s
             ax.errorbar(
                 part[fig.x] + dodge[strategy],
                 part[mean],
-                yerr=[part[mean] - part[lo], part[hi] - part[mean]],
+                yerr=[(part[mean] - part[lo]).fillna(0), (part[hi] - part[mean]).fillna(0)],
                 marker="o",
                 capsize=3,
                 color=strategy_color(strategy),

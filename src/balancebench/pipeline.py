@@ -511,16 +511,18 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
             )
             datasets[key] = Dataset.of(folder, manifest)
     grid = p["grid"]
+    rounds = f"{p['min_rounds']}-{p['max_rounds']} rounds"
     description = (
-        f"{dag_id} {run_id}: {len(found)} cells ({' x '.join(_grid_text(grid))}) x "
-        f"{p['repetitions']} repetitions, {p['n_tuples']} tuples, seed {p['seed']}. One child "
-        "per cell (mean, std and bootstrap 95% CI over its repetitions), one run per "
-        "repetition under it. The report (report.html) shows the CIs, the winners where "
-        "they separate, and the regression check per cell."
+        f"{dag_id} {run_id}: {len(found)} cells ({' x '.join(_grid_text(grid))}), each cell "
+        f"group (the cells that differ only in the strategy) in {rounds}, {p['n_tuples']} "
+        f"tuples, seed {p['seed']}. One child per cell (mean, std and Student-t 95% interval "
+        "over its rounds; the rounds' figures as steps), one run per round under it. The "
+        "report (report.html) shows the intervals, every strategy's verdict against its "
+        "group's baseline on the paired rounds, and the regression check per cell."
     )
     logged = {
         "grid": grid,
-        "repetitions": p["repetitions"],
+        **{k: p[k] for k in ("min_rounds", "max_rounds", "equivalence_margin", "baseline")},
         **{k: v for k, v in p.items() if k in ("n_tuples", "seed", "n_batches", "experiment")},
     }
     parent = tracking.start_parent_run(
@@ -529,7 +531,7 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         dag_id,
         run_id,
         ",".join(sorted({d.digest for d in datasets.values()})),
-        run_name=f"{_sweep_name(p)} · {len(found)} cells x {p['repetitions']} ({run_id})",
+        run_name=f"{_sweep_name(p)} · {len(found)} cells x {rounds} ({run_id})",
         description=description,
         role="sweep",
     )
@@ -573,10 +575,10 @@ def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
 
 
 #: How a sweep's runs are measured, part of a cell's history key: one Spark application per
-#: workload and node count, its cell groups' datasets loaded in turn, each group's runs in
-#: rotated order (earlier sweeps ran one application per cell group, and before that one
-#: per run).
-MEASURED_IN = "one application per workload and N, datasets in turn, rotated"
+#: workload and node count, its cell groups' datasets loaded in turn, each group in paired,
+#: rotated rounds until its verdicts are decided (earlier sweeps ran a fixed number of
+#: repetitions, before that one application per cell group, and before that one per run).
+MEASURED_IN = "one application per workload and N, datasets in turn, rounds until decided"
 #: Added to it where an application has several tolerances: since 2026-11-27 the cell
 #: groups of one dataset that differ only in the tolerance share its load
 #: (``experiment.RUN_ONLY_PARAMS``), so their runs' positions on it moved.
@@ -586,24 +588,24 @@ SHARED_TOLERANCES = ", tolerance groups sharing a load"
 @ends_runs_on_failure
 def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[dict[str, Any]]:
     """Open one MLflow run per cell (child of the sweep) and return one spark-submit per
-    application (``Cell.application``: one workload and node count): its cell groups
-    (``Cell.group``: the cells that differ only in the strategy, on one dataset) one after
-    another, each group's cells' repetitions in rotated order (round r starts at the r-th
-    strategy, ``experiment.rotated_rounds``), each a ``RunSpec`` like
-    ``balance_experiment``'s whose run is a child of its cell."""
+    Spark application (one per workload and node count: ``Cell.application``): its cell
+    groups one after another, each in paired, rotated rounds of its strategies
+    (``experiment.run_groups``), each round of a cell a ``RunSpec`` like
+    ``balance_experiment``'s whose run is a child of its cell. A group may spend its share
+    of ``max_estimated_hours`` on rounds beyond ``min_rounds``."""
     import hashlib
     import json
 
-    from balancebench.experiment import rotated_rounds
-    from balancebench.sweep_grid import application_label, cells
+    from balancebench.rounds import RoundPolicy
+    from balancebench.sweep_grid import application_label, cell_groups, cells
 
     g = Generated.from_xcom(generated)
     p, parent = g.params, g.run
-    mlflow = tracking.store()
-    client = mlflow.MlflowClient()
+    client = tracking.client()
     experiment_id = tracking.ensure_experiment(p["experiment"])
-    groups: dict[str, dict[str, Any]] = {}
     grid_cells = cells(p["grid"])
+    by_group = cell_groups(grid_cells)
+    policy = RoundPolicy.of_params(p, _sweep_figures(p), budget_s=group_budget_s(p, len(by_group)))
     # Per application, what its runs share: the strategies and the cell groups.
     shares: dict[str, dict[str, list[str]]] = {}
     tolerances: dict[str, set[float]] = {}
@@ -614,106 +616,107 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             if value not in share[key]:
                 share[key].append(value)
         tolerances.setdefault(cell.application, set()).add(specs[cell.label].tolerance)
-    for cell in grid_cells:
-        cp = specs[cell.label]
-        data = g.datasets[_dataset_key(cp)]
-        applies = applicable_params(cp, [cell.strategy])
-        # Same key = comparable history: same cell, same Params (n_tuples, seed, ...),
-        # measured the same way: a run's position in its application moves its timings
-        # (the report's position check), so the application's strategies and repetitions
-        # are part of the key.
-        shared_load = len(tolerances[cell.application]) > 1
-        keyed = {
-            **applies,
-            "measured_in": MEASURED_IN + (SHARED_TOLERANCES if shared_load else ""),
-            "application": {**shares[cell.application], "repetitions": p["repetitions"]},
-        }
-        key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
-        tags = {
-            tracking.ROLE_TAG: "cell",
-            CELL_TAG: cell.label,
-            CELL_KEY_TAG: key,
-            SWEEP_TAG: parent,
-            "airflow.dag_id": g.dag_id,
-            "airflow.run_id": g.run_id,
-            "mlflow.parentRunId": parent,
-        }
-        run = client.create_run(
-            experiment_id, run_name=cell.label, tags={**tags, **reaper.owner_tags()}
+    applications: dict[str, dict[str, Any]] = {}
+    for group_label, members in by_group.items():
+        application = members[0].application
+        app = applications.setdefault(
+            application, {"groups": [], "submission": uuid.uuid4().hex, "cells": []}
         )
-        cell_run = run.info.run_id
-        tracking.log_params(
-            client,
-            cell_run,
-            {
+        cell_specs = []
+        for cell in members:
+            cp = specs[cell.label]
+            data = g.datasets[_dataset_key(cp)]
+            applies = applicable_params(cp, [cell.strategy])
+            # Same key = comparable history: same cell, same Params (n_tuples, seed, the
+            # rounds, ...), measured the same way: a run's position in its application
+            # moves its timings (the report's position check), so the application's
+            # strategies and cell groups are part of the key.
+            shared_load = len(tolerances[application]) > 1
+            keyed = {
                 **applies,
-                "strategy": cell.strategy,
-                "repetitions": p["repetitions"],
-                "dataset_digest": data.digest,
-                "timed_concurrency": concurrency,
-            },
-        )
-        tracking.log_metric_definitions(cell_run)
-        slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0
-        group = groups.setdefault(
-            cell.application, {"cells": {}, "by_group": {}, "submission": uuid.uuid4().hex}
-        )
-        group["by_group"].setdefault(cell.group, []).append(cell)
-        # The cell's runs differ in their repetition only (repetition_spec).
-        group["cells"][cell.label] = RunSpec(
-            dataset_dir=data.dir,
-            strategy=cell.strategy,
-            params=cp,
-            parent_run_id=cell_run,
-            dag_id=g.dag_id,
-            dag_run_id=g.run_id,
-            run_name=cell.label,
-            tags={
-                tracking.ROLE_TAG: "repetition",
-                CELL_TAG: cell.label,
-                CELL_KEY_TAG: key,
-                SWEEP_TAG: parent,
-                # One per application: a stopped task closes all the runs it opened.
-                tracking.SUBMISSION_TAG: group["submission"],
-            },
-            concurrency=concurrency,
-            plan_extra_work_ms=float(slow),
-        )
-    out = []
-    for k, group in enumerate(groups.values(), 1):
-        reps: dict[str, int] = dict.fromkeys(group["cells"], 0)
-        specs = []
-        label = application_label(c for cs in group["by_group"].values() for c in cs)
-        name = f"application {k} of {len(groups)}: {label} ({p['repetitions'] * len(reps)} runs)"
-        for cell_group in group["by_group"].values():
-            for cell_label in rotated_rounds([c.label for c in cell_group], p["repetitions"]):
-                specs.append(
-                    _repetition_spec(group["cells"][cell_label], reps[cell_label], parent, name)
+                "measured_in": MEASURED_IN + (SHARED_TOLERANCES if shared_load else ""),
+                "application": shares[application],
+            }
+            key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+            tags = {CELL_TAG: cell.label, CELL_KEY_TAG: key, SWEEP_TAG: parent}
+            cell_run = open_cell_run(
+                client,
+                experiment_id,
+                parent,
+                g,
+                cell.label,
+                {
+                    **applies,
+                    "strategy": cell.strategy,
+                    "dataset_digest": data.digest,
+                    "timed_concurrency": concurrency,
+                },
+                tags,
+            )
+            slow = p["test_slow_plan_work_ms"] if p["test_slow_cell"] == cell.label else 0.0
+            app["cells"].append(cell)
+            cell_specs.append(
+                RunSpec(
+                    dataset_dir=data.dir,
+                    strategy=cell.strategy,
+                    params=cp,
+                    parent_run_id=cell_run,
+                    dag_id=g.dag_id,
+                    dag_run_id=g.run_id,
+                    run_name=cell.label,
+                    tags={
+                        **tags,
+                        # One per application: a stopped task closes all the runs it opened.
+                        tracking.SUBMISSION_TAG: app["submission"],
+                    },
+                    concurrency=concurrency,
+                    plan_extra_work_ms=float(slow),
                 )
-                reps[cell_label] += 1
-        path = results_dir() / parent / "groups" / f"group-{k}.json"
-        out.append({"application_args": RunSpec.group_args(specs, path), "name": name})
+            )
+        app["groups"].append((group_label, cell_specs))
+    out = []
+    folder = results_dir() / parent
+    for k, app in enumerate(applications.values(), 1):
+        label = application_label(app["cells"])
+        name = (
+            f"application {k} of {len(applications)}: {label} ({len(app['groups'])} cell "
+            f"group(s) x {p['min_rounds']}-{p['max_rounds']} rounds)"
+        )
+        groups = [
+            GroupSpec(
+                group_label,
+                tuple(
+                    dataclasses.replace(c, tags={**c.tags, APPLICATION_TAG: name})
+                    for c in cell_specs
+                ),
+                policy,
+                str(folder),
+            )
+            for group_label, cell_specs in app["groups"]
+        ]
+        args = GroupSpec.write(groups, folder / "groups" / f"application-{k}.json")
+        out.append({"application_args": args, "name": name})
     return out
 
 
-def _repetition_spec(cell: RunSpec, rep: int, sweep: str, application: str) -> RunSpec:
-    """Repetition ``rep`` (from 0) of a cell's run, in Spark application ``application``
-    (its task's name)."""
-    return dataclasses.replace(
-        cell,
-        result_path=str(results_dir() / sweep / f"{cell.parent_run_id}-rep{rep}.json"),
-        run_name=f"{cell.run_name} · rep {rep + 1}",
-        tags={**cell.tags, "balancebench.repetition": str(rep), APPLICATION_TAG: application},
-    )
+def _sweep_figures(params: Mapping[str, Any]) -> list[str]:
+    """The figures a sweep's verdicts are given on: the headline ones and, for a paper
+    figure, what it plots."""
+    from balancebench.paper000 import NO_FIGURE, get_figure
+    from balancebench.rounds import VERDICT_FIGURES
+
+    figure = params.get("figure", NO_FIGURE)
+    plotted = () if figure == NO_FIGURE else get_figure(figure).metrics
+    return list(dict.fromkeys([*VERDICT_FIGURES, *plotted]))
 
 
 def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
-    """Finished repetition runs of the same cell key in earlier sweeps, oldest first."""
+    """Finished round runs of the same cell key in earlier sweeps, oldest first."""
     mlflow = tracking.store()
     return mlflow.search_runs(
         experiment_ids=[experiment_id],
         filter_string=(
-            f"tags.`{CELL_KEY_TAG}` = '{key}' AND tags.`{tracking.ROLE_TAG}` = 'repetition' "
+            f"tags.`{CELL_KEY_TAG}` = '{key}' AND tags.`{tracking.ROLE_TAG}` = 'round' "
             f"AND tags.`{SWEEP_TAG}` != '{sweep}' AND attributes.status = 'FINISHED'"
         ),
         order_by=["attributes.start_time ASC"],
@@ -722,15 +725,22 @@ def _cell_history(experiment_id: str, key: str, sweep: str) -> Any:
 
 @ends_runs_on_failure
 def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
-    """Per cell: mean, std and bootstrap CI of every headline figure over its finished
-    repetitions (on the cell's run); the regression check against the cell's history
-    (``balancebench.regression``), tagged on the runs; the report page; the parent closed.
-    Returns the regressed cells, the changed deterministic figures and what is missing."""
+    """Per cell: mean, std and Student-t interval of every headline figure over its
+    finished rounds (on the cell's run); per cell group, every strategy's verdict against
+    the baseline on the paired rounds (tags ``verdict.<figure>`` on the cell runs); the
+    regression check against the cell's history (``balancebench.regression``), tagged on
+    the runs; the report page; the parent closed. Returns the regressed cells, the
+    changed deterministic figures and what is missing."""
     import pandas as pd
 
     from balancebench import regression
     from balancebench.compare import headline_metrics, logged_name
-    from balancebench.experiment import DATASET_RUN_INDEX_TAG, PROGRESS, RUN_INDEX_TAG
+    from balancebench.experiment import (
+        DATASET_RUN_INDEX_TAG,
+        PROGRESS,
+        ROUNDS_STOPPED_TAG,
+        RUN_INDEX_TAG,
+    )
     from balancebench.paper000 import FIGURE_COMPONENTS, FIGURE_METRICS, draw_figure, get_figure
     from balancebench.paths import reports_dir
     from balancebench.report import (
@@ -742,8 +752,15 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         text_summary,
         write_report,
     )
-    from balancebench.stats import repetition_stats
-    from balancebench.sweep_grid import cells
+    from balancebench.round_runs import (
+        ROUNDS_FINISHED,
+        cell_columns,
+        finished_rounds,
+        round_figures,
+        verdict_rows,
+    )
+    from balancebench.rounds import RoundPolicy
+    from balancebench.sweep_grid import cell_groups, cells
 
     g = Generated.from_xcom(generated)
     p, parent = g.params, g.run
@@ -756,20 +773,37 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     checks = {}
     measured_runs = []
     headline = headline_metrics()
-    for cell in cells(p["grid"]):
+    summarised = list(
+        dict.fromkeys(
+            [
+                *regression.TIMED,
+                *regression.EXACT,
+                *FIGURE_METRICS,
+                *FIGURE_COMPONENTS,
+                *_sweep_figures(p),
+            ]
+        )
+    )
+    policy = RoundPolicy.of_params(p, _sweep_figures(p))
+    grid_cells = cells(p["grid"])
+    rounds_of: dict[str, dict[int, dict[str, float]]] = {}
+    stopped: dict[str, str] = {}
+    for cell in grid_cells:
         run_id = by_label[cell.label]
-        key = client.get_run(run_id).data.tags[CELL_KEY_TAG]
-        children = tracking.child_runs(run_id)
-        done = children[children["status"] == "FINISHED"] if len(children) else children
+        tags = client.get_run(run_id).data.tags
+        key = tags[CELL_KEY_TAG]
+        stopped[cell.group] = tags.get(ROUNDS_STOPPED_TAG, stopped.get(cell.group, ""))
+        done = finished_rounds(run_id)
+        rounds_of[cell.label] = round_figures(done, summarised)
         row: dict[str, Any] = {
             "label": cell.label,
+            "group": cell.group,
             "workload": cell.workload,
             "strategy": cell.strategy,
             "zipf_s": cell.zipf_s,
             "n_nodes": cell.n_nodes,
             "tolerance": p["tolerance"] if cell.tolerance is None else cell.tolerance,
             "run_id": run_id,
-            "repetitions_finished": float(len(done)),
             "regressed": False,
         }
         if len(done) and f"tags.{RUN_INDEX_TAG}" in done:
@@ -789,30 +823,21 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
                     }
                 )
             )
-        metrics = {"repetitions_finished": float(len(done))}
-        for m in dict.fromkeys(
-            [*regression.TIMED, *regression.EXACT, *FIGURE_METRICS, *FIGURE_COMPONENTS]
-        ):
-            col = f"metrics.{logged_name(m, headline)}"
-            values = [float(v) for v in done[col].dropna()] if col in done else []
-            if values:
-                for stat, value in repetition_stats(values).items():
-                    if stat != "n":
-                        metrics[f"{m}_{stat}"] = value
+        metrics = cell_columns(rounds_of[cell.label], summarised)
         row.update(metrics)
         client.log_batch(
             run_id, metrics=[mlflow.entities.Metric(k, v, 0, 0) for k, v in metrics.items()]
         )
-        if len(done) < p["repetitions"]:
-            incomplete.append(f"{cell.label}: {len(done)} of {p['repetitions']} repetitions")
+        if len(done) < p["min_rounds"]:
+            incomplete.append(f"{cell.label}: {len(done)} of at least {p['min_rounds']} rounds")
         history = _cell_history(experiment_id, key, parent) if len(done) else pd.DataFrame()
         verdicts = []
         for m, direction in regression.TIMED.items():
             if f"{m}_mean" not in metrics or m not in p["regression_metrics"]:
                 continue
-            col = f"metrics.{m}"
+            col = f"metrics.{logged_name(m, headline)}"
             past = history[col].dropna().tolist() if len(history) and col in history else []
-            tonight = done[col].dropna().tolist()
+            tonight = done[col].dropna().tolist() if col in done else []
             verdicts.append(regression.judge(m, past, metrics[f"{m}_mean"], direction, tonight))
         checks[cell.label] = cell_check(verdicts, history)
         row["earlier_runs"] = float(len(history))
@@ -825,36 +850,53 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         client.set_tag(run_id, "regression", "yes" if bad else "no")
         client.set_tag(run_id, "regressed_metrics", ",".join(v.metric for v in bad) or "-")
         client.set_tag(run_id, "changed_exact_figures", "; ".join(changed) or "-")
-        note = "\n".join(v.text() for v in verdicts)
-        tracking.end_run(
-            run_id, "FINISHED" if len(done) == p["repetitions"] else "FAILED", note or None
-        )
         rows.append(row)
+    # Per cell group: each strategy against the baseline on the paired rounds.
+    group_rows = []
+    for group, members in cell_groups(grid_cells).items():
+        found = verdict_rows(
+            {c.strategy: rounds_of[c.label] for c in members},
+            policy,
+            [c.strategy for c in members],
+        )
+        for r in found:
+            member = next(c for c in members if c.strategy == r.strategy)
+            client.set_tag(by_label[member.label], f"verdict.{r.figure}", r.verdict.text())
+        group_rows += [(group, r) for r in found]
+    for row in rows:
+        n = int(row[ROUNDS_FINISHED])
+        note = f"{n} rounds ({stopped.get(row['group']) or 'not run'})"
+        tracking.end_run(row["run_id"], "FINISHED" if n >= p["min_rounds"] else "FAILED", note)
     table = pd.DataFrame(rows)
     measured = measurement_lines(pd.concat(measured_runs) if measured_runs else pd.DataFrame())
     # The sweep's wall time so far: from its parent run's start (the generate step) to now.
     wall_s = time.time() - client.get_run(parent).info.start_time / 1000
-    finished = int(sum(row["repetitions_finished"] for row in rows))
+    finished = int(sum(row[ROUNDS_FINISHED] for row in rows))
     measured.insert(0, f"sweep wall time: {wall_s / 60:.1f} min for {finished} finished runs")
+    measured.insert(1, _rounds_line(stopped))
     for line in measured:
         print(f"{PROGRESS} {line}", flush=True)
     title = f"{_sweep_name(p)} {g.run_id} (parent run {parent[:8]})"
+    reports = reports_dir()
     html_path = write_report(
         table,
+        group_rows,
         regressed,
         changes,
         title,
         lambda rid: tracking.ui_link(experiment_id, rid),
-        reports_dir() / f"{parent}.html",
+        reports / f"{parent}.html",
         checks,
         measured,
+        p["min_rounds"],
     )
-    text = text_summary(table, regressed, changes, checks, measured)
-    (reports_dir() / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
-    table.to_csv(reports_dir() / f"{parent}.csv", index=False)
-    client.log_artifact(parent, str(html_path), "report")
-    client.log_artifact(parent, str(reports_dir() / f"{parent}.txt"), "report")
-    client.log_artifact(parent, str(reports_dir() / f"{parent}.csv"), "report")
+    text = text_summary(table, group_rows, regressed, changes, checks, measured, p["min_rounds"])
+    (reports / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
+    table.to_csv(reports / f"{parent}.csv", index=False)
+    rounds_csv = reports / f"{parent}.rounds.csv"
+    _rounds_table(grid_cells, rounds_of, p).to_csv(rounds_csv, index=False)
+    for path in (html_path, reports / f"{parent}.txt", reports / f"{parent}.csv", rounds_csv):
+        client.log_artifact(parent, str(path), "report")
     client.set_tag(parent, "report_path", str(html_path))
     client.set_tag(parent, "regressions", str(len(regressed)))
     client.log_metric(parent, "regressed_figures", float(len(regressed)))
@@ -863,12 +905,16 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     if p["figure"] != "none" and not table.empty:
         fig = get_figure(p["figure"])
         caption = (
-            f"{fig.scale}; {p['repetitions']} repetitions, mean, bars: bootstrap 95% CI; "
-            f"seed {p['seed']}; {wall_s / 60:.0f} min wall; sweep run {parent[:8]}"
+            f"{fig.scale}; {p['min_rounds']}-{p['max_rounds']} paired rounds, mean, bars: "
+            f"Student-t 95% interval; seed {p['seed']}; {wall_s / 60:.0f} min wall; sweep run "
+            f"{parent[:8]}"
         )
-        figure_path = draw_figure(table, fig, results_dir() / parent, caption)
-        client.log_artifact(parent, str(figure_path), "figure")
-        client.log_artifact(parent, str(figure_path.with_suffix(".csv")), "figure")
+        out = results_dir() / parent
+        figure_path = draw_figure(table, fig, out, caption)
+        rounds_path = figure_path.with_suffix(".rounds.csv")
+        _rounds_table(grid_cells, rounds_of, p, fig.x).to_csv(rounds_path, index=False)
+        for path in (figure_path, figure_path.with_suffix(".csv"), rounds_path):
+            client.log_artifact(parent, str(path), "figure")
         client.set_tag(parent, "figure_path", str(figure_path))
     status = "FAILED" if incomplete or table.empty else "FINISHED"
     tracking.end_run(parent, status, text)
@@ -882,8 +928,48 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _rounds_line(stopped: Mapping[str, str]) -> str:
+    """How the cell groups' rounds ended, counted by reason."""
+    from collections import Counter
+
+    counts = Counter(reason or "not run" for reason in stopped.values())
+    parts = [f"{n} x {reason}" for reason, n in counts.most_common()]
+    return f"rounds stopped ({len(stopped)} cell group(s)): " + "; ".join(parts)
+
+
+def _rounds_table(
+    grid_cells: Any,
+    rounds_of: Mapping[str, Mapping[int, Mapping[str, float]]],
+    p: Mapping[str, Any],
+    x: str | None = None,
+) -> Any:
+    """One row per (cell, round): the round's figures, and the rounds' policy (what the
+    verdicts recomputed from this table need: ``balancebench.rounds.group_verdicts``)."""
+    import pandas as pd
+
+    rows = []
+    for cell in grid_cells:
+        for r, figures in sorted(rounds_of[cell.label].items()):
+            row = {
+                "group": cell.group,
+                "strategy": cell.strategy,
+                "zipf_s": cell.zipf_s,
+                "n_nodes": cell.n_nodes,
+                "tolerance": p["tolerance"] if cell.tolerance is None else cell.tolerance,
+                "round": r,
+                **figures,
+            }
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    for name in ("min_rounds", "max_rounds", "equivalence_margin", "baseline"):
+        table[name] = p[name]
+    if x is not None and len(table):
+        table = table.sort_values(["strategy", x, "round"], kind="stable")
+    return table
+
+
 def _exact_changes(tonight: Any, history: Any) -> list[str]:
-    """Deterministic figures that differ between tonight's repetitions, or from the last
+    """Deterministic figures that differ between tonight's rounds, or from the last
     earlier run with the same dataset and code."""
     from balancebench import regression
 
@@ -903,7 +989,7 @@ def _exact_changes(tonight: Any, history: Any) -> list[str]:
     found = []
     for i in range(1, len(tonight)):
         found += [
-            f"repetition {i + 1} vs 1: {c}"
+            f"round {i + 1} vs 1: {c}"
             for c in regression.exact_changes(figures(first), figures(tonight.iloc[i]))
         ]
     if len(history):

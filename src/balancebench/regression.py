@@ -3,15 +3,15 @@
 Timed figures follow the rule of Apache Flink's nightly benchmarks (``flink-benchmarks``,
 ``regression_report_v2.py``), mirrored for figures where lower is better:
 
-- the history is a cell's last 30 results (one per repetition run, oldest first);
+- the history is a cell's last 30 results (one per round run, oldest first);
 - the baseline is the best of the rolling min-of-3 of the history (for lower-is-better
   figures, the best of the rolling max-of-3): a baseline that three runs in a row reached;
-- tonight's value (the mean of tonight's repetitions) has regressed when it is worse than
+- tonight's value (the mean of tonight's rounds) has regressed when it is worse than
   the baseline by more than ``max(4%, 2 x stdev / |tonight|)``.
 
 Two additions, for histories far shorter than Flink's and figures of a few milliseconds:
-the stdev is taken over the history *and* tonight's repetitions (all samples of the same
-cell's noise; with one earlier sweep of 2-3 repetitions the history alone says little),
+the stdev is taken over the history *and* tonight's rounds (all samples of the same
+cell's noise; with one earlier sweep of a few rounds the history alone says little),
 and a change smaller than the figure's ``MIN_ABSOLUTE`` is never a regression (two
 identical sweeps measured here moved ``plan_time_ms_mean`` from 1.47 to 2.09 ms: +42%, on
 the wall clock; plans are timed on the thread's CPU clock since, ``metrics.plan_clock``).
@@ -118,7 +118,7 @@ def judge(
     direction: str,
     tonight: list[float] | tuple[float, ...] = (),
 ) -> Verdict:
-    """Has ``current`` (the mean of ``tonight``'s repetitions) regressed against
+    """Has ``current`` (the mean of ``tonight``'s rounds) regressed against
     ``history`` (oldest first)?"""
     if direction not in (LOWER, HIGHER):
         raise ValueError(f"direction: {direction!r}; allowed values: {[LOWER, HIGHER]}")

@@ -2,14 +2,15 @@
 
 Per workload and node count (and tolerance, when the grid varies it), each timed headline
 figure against skew, one line per strategy (its one colour, ``plotting.strategy_color``):
-the mean over the repetitions with its bootstrap 95% confidence interval drawn as error
-bars. Under each figure, its good direction and, per compared group of cells (same
-workload, skew, node count and tolerance), the winner only where the data supports one
-(:func:`clear_winner`: at least ``MIN_REPETITIONS`` repetitions in every compared cell and
-the best CI clear of every other). Then the table of every cell (mean and CI; cells with
-too few repetitions flagged; regressed cells highlighted), each linked to its MLflow run,
-and per cell what the regression check compared against: the baseline, the threshold, how
-many earlier runs, and the last earlier runs' values linked to their MLflow runs.
+the mean over the rounds with its Student-t 95% interval drawn as error bars. Under the
+figures, per verdict figure and cell group (same workload, skew, node count and
+tolerance), every strategy's verdict against the group's baseline on the paired rounds
+(``balancebench.stats``: "X% faster [lo, hi]", "equivalent within ±m%", "no clear
+difference", "undecided after n rounds"). Then the table of every cell (mean and
+interval; cells short of their minimum rounds flagged; regressed cells highlighted), each
+linked to its MLflow run, and per cell what the regression check compared against: the
+baseline, the threshold, how many earlier runs, and the last earlier runs' values linked
+to their MLflow runs.
 """
 
 from __future__ import annotations
@@ -28,18 +29,14 @@ import pandas as pd
 
 from balancebench.compare import headline_metrics, logged_name
 from balancebench.plotting import strategy_color, strategy_order
-from balancebench.regression import HIGHER, TIMED, Verdict
+from balancebench.regression import DIRECTIONS, TIMED, Verdict
+from balancebench.round_runs import ROUNDS_FINISHED, VerdictRow
+from balancebench.rounds import figure_words
 
-#: Fewer finished repetitions than this in a compared cell: no winner is named.
-MIN_REPETITIONS: Final[int] = 3
 #: The earlier runs shown per figure in the regression check.
 SHOWN_RUNS: Final[int] = 3
-#: The cells one winner is chosen among: same workload, skew, node count and tolerance.
-COMPARED: Final[tuple[str, ...]] = ("workload", "zipf_s", "n_nodes", "tolerance")
 #: What the figures draw around each mean (the legend and the captions say it).
-CI_DRAWN: Final[str] = "bars: bootstrap 95% CI of the mean over repetitions"
-FEW_REPETITIONS: Final[str] = f"fewer than {MIN_REPETITIONS} repetitions"
-OVERLAP, ONE_STRATEGY = "CIs overlap", "one strategy"
+CI_DRAWN: Final[str] = "bars: Student-t 95% interval of the mean over the rounds"
 
 CSS = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
@@ -65,103 +62,19 @@ def _num(value: Any) -> str:
     return f"{value:.4g}"
 
 
-def _reps(row: Any) -> float:
-    """A cell's finished repetitions (NaN when the table does not say)."""
-    value = row.get("repetitions_finished")
+def _rounds(row: Any) -> float:
+    """A cell's finished rounds (NaN when the table does not say)."""
+    value = row.get(ROUNDS_FINISHED)
     return math.nan if value is None else float(value)
 
 
-def _few(reps: float) -> bool:
-    """Fewer than ``MIN_REPETITIONS`` (or unknown): the CI says little."""
-    return not reps >= MIN_REPETITIONS
+def _short(rounds: float, least: int) -> bool:
+    """Fewer rounds than the minimum (or unknown): a run of the cell failed."""
+    return not rounds >= least
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """One strategy's mean and bootstrap 95% CI of a figure in one cell."""
-
-    strategy: str
-    mean: float
-    lo: float
-    hi: float
-
-    def text(self, name: Callable[[str], str] = str) -> str:
-        return f"{name(self.strategy)} {_num(self.mean)} [{_num(self.lo)}, {_num(self.hi)}]"
-
-
-@dataclass(frozen=True)
-class Winner:
-    """The verdict on one figure in one compared group: ``strategy`` is set only when the
-    data supports it; ``reason`` says why not otherwise."""
-
-    metric: str
-    direction: str
-    strategy: str | None
-    reason: str | None = None
-    #: The best mean, and the nearest other: the runner-up (a winner is named) or the
-    #: strategy whose CI overlaps the best one's.
-    best: Estimate | None = None
-    other: Estimate | None = None
-    #: Cells of the group with fewer than ``MIN_REPETITIONS`` repetitions: (strategy, n).
-    few: tuple[tuple[str, float], ...] = ()
-
-    def text(
-        self, name: Callable[[str], str] = str, win: Callable[[str], str] | None = None
-    ) -> str:
-        """One line; ``name`` formats a strategy's name, ``win`` the winner's."""
-        win = win or name
-        if self.strategy is not None and self.best is not None and self.other is not None:
-            return (
-                f"winner {self.best.text(win)}; its CI is clear of the runner-up "
-                f"{self.other.text(name)}"
-            )
-        if self.reason == FEW_REPETITIONS:
-            counts = ", ".join(f"{name(s)} {_count(n)}" for s, n in self.few)
-            return f"{FEW_REPETITIONS}: no winner named ({counts})"
-        if self.reason == OVERLAP and self.best is not None and self.other is not None:
-            return (
-                f"no clear winner ({OVERLAP}: best {self.best.text(name)} vs "
-                f"{self.other.text(name)})"
-            )
-        if self.reason == ONE_STRATEGY and self.best is not None:
-            return f"no winner named: only {self.best.text(name)} measured"
-        return f"no winner named: {self.reason or 'no data'}"
-
-
-def _count(n: float) -> str:
-    return "?" if n != n else f"{n:g}"
-
-
-def clear_winner(rows: pd.DataFrame, metric: str, direction: str | None = None) -> Winner:
-    """The winner of ``metric`` among ``rows`` (the cells of one compared group, one per
-    strategy), named only when the data supports it: every cell has at least
-    ``MIN_REPETITIONS`` finished repetitions and the best mean's bootstrap 95% CI overlaps
-    no other strategy's (the runner-up's, nor a wider one's further back). ``direction``
-    defaults to the figure's good direction (``regression.TIMED``)."""
-    direction = direction or TIMED[metric]
-    mean, lo, hi = metric_cols(metric)
-    few = tuple((str(r["strategy"]), _reps(r)) for _, r in rows.iterrows() if _few(_reps(r)))
-    if mean not in rows:
-        return Winner(metric, direction, None, "figure not measured")
-    if few:
-        return Winner(metric, direction, None, FEW_REPETITIONS, few=few)
-    measured = rows.dropna(subset=[mean])
-    if measured.empty:
-        return Winner(metric, direction, None, "no data")
-    ranked = measured.sort_values(mean, ascending=direction != HIGHER, kind="stable")
-    estimates = [
-        Estimate(str(r["strategy"]), float(r[mean]), float(r[lo]), float(r[hi]))
-        for _, r in ranked.iterrows()
-    ]
-    best, others = estimates[0], estimates[1:]
-    if not others:
-        return Winner(metric, direction, None, ONE_STRATEGY, best=best)
-    if any(math.isnan(v) for e in estimates for v in (e.lo, e.hi)):
-        return Winner(metric, direction, None, "no CI", best=best)
-    overlapping = [e for e in others if e.lo <= best.hi and best.lo <= e.hi]
-    if overlapping:
-        return Winner(metric, direction, None, OVERLAP, best=best, other=overlapping[0])
-    return Winner(metric, direction, best.strategy, best=best, other=others[0])
+def _short_text(least: int) -> str:
+    return f"fewer than {least} rounds"
 
 
 def _sections(cells: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
@@ -176,19 +89,28 @@ def _sections(cells: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
         yield heading, part
 
 
-def figure_verdicts(part: pd.DataFrame) -> list[tuple[str, list[tuple[str, Winner]]]]:
-    """Per timed figure of a section: its heading (with its good direction) and, per
-    compared group (skew), the :func:`clear_winner` verdict."""
-    keys = [k for k in COMPARED if k in part]
+def figure_verdicts(
+    part: pd.DataFrame, verdicts: Sequence[tuple[str, VerdictRow]]
+) -> list[tuple[str, list[tuple[str, list[VerdictRow]]]]]:
+    """Per verdict figure of a section (``part``: its cells): its heading (with its good
+    direction) and, per cell group of the section (by skew), its strategies' verdicts
+    against the group's baseline."""
+    groups = dict.fromkeys(part["group"]) if "group" in part else {}
+    skew = (
+        {g: float(z) for g, z in zip(part["group"], part["zipf_s"], strict=False)}
+        if "group" in part
+        else {}
+    )
+    here = [(g, r) for g, r in verdicts if g in groups]
     out = []
-    for metric, direction in TIMED.items():
-        if metric_cols(metric)[0] not in part:
-            continue
-        groups = []
-        for _, group in part.groupby(keys, sort=True, dropna=False):
-            label = f"s={float(group['zipf_s'].iloc[0]):g}"
-            groups.append((label, clear_winner(group, metric, direction)))
-        out.append((f"{metric} ({direction} is better)", groups))
+    for figure in dict.fromkeys(r.figure for _, r in here):
+        per_group = [
+            (f"s={skew[g]:g}", [r for gg, r in here if gg == g and r.figure == figure])
+            for g in groups
+        ]
+        per_group = [(label, rows) for label, rows in per_group if rows]
+        heading = f"{figure_words(figure)}: {figure} ({DIRECTIONS[figure]} is better)"
+        out.append((heading, per_group))
     return out
 
 
@@ -196,7 +118,7 @@ def figure_verdicts(part: pd.DataFrame) -> list[tuple[str, list[tuple[str, Winne
 class CellCheck:
     """What one cell's regression check compared tonight against."""
 
-    #: Earlier finished repetition runs of the same cell (same Params) in earlier sweeps.
+    #: Earlier finished round runs of the same cell (same Params) in earlier sweeps.
     earlier_runs: int
     verdicts: tuple[Verdict, ...]
     #: Per figure: the last ``SHOWN_RUNS`` earlier values as (run id, value), oldest first.
@@ -210,7 +132,7 @@ class CellCheck:
 
     def text(self) -> str:
         if not self.verdicts:
-            return "not checked (no finished repetition tonight)"
+            return "not checked (no finished round tonight)"
         if not self.earlier_runs:
             return "no history yet"
         ids = ", ".join(r[:8] for r in self.last_ids)
@@ -238,11 +160,11 @@ def cell_check(verdicts: list[Verdict], history: pd.DataFrame) -> CellCheck:
     return CellCheck(len(history), tuple(verdicts), last, ids)
 
 
-def _figure(cells: pd.DataFrame, title: str) -> str:
+def _figure(cells: pd.DataFrame, title: str, least: int) -> str:
     """PNG (base64) of every timed headline figure against skew: per strategy the means,
-    the bootstrap 95% CI as error bars, hollow markers where a cell has fewer than
-    ``MIN_REPETITIONS`` repetitions; strategies offset slightly along the skew so their
-    bars do not hide each other."""
+    the Student-t 95% interval as error bars, hollow markers where a cell has fewer than
+    ``least`` rounds; strategies offset slightly along the skew so their bars do not hide
+    each other."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -264,8 +186,8 @@ def _figure(cells: pd.DataFrame, title: str) -> str:
             x = part["zipf_s"].to_numpy(float) + (i - (len(strategies) - 1) / 2) * step
             y = part[mean].to_numpy(float)
             color = strategy_color(strategy)
-            below = np.clip(y - part[lo].to_numpy(float), 0, None)
-            above = np.clip(part[hi].to_numpy(float) - y, 0, None)
+            below = np.nan_to_num(np.clip(y - part[lo].to_numpy(float), 0, None))
+            above = np.nan_to_num(np.clip(part[hi].to_numpy(float) - y, 0, None))
             ax.errorbar(
                 x,
                 y,
@@ -275,13 +197,13 @@ def _figure(cells: pd.DataFrame, title: str) -> str:
                 label=strategy,
                 capsize=3,
             )
-            if "repetitions_finished" in part:
-                few = np.array([_few(float(n)) for n in part["repetitions_finished"]], bool)
+            if ROUNDS_FINISHED in part:
+                few = np.array([_short(float(n), least) for n in part[ROUNDS_FINISHED]], bool)
                 ax.plot(x[few], y[few], "o", color=color, markerfacecolor="white", zorder=3)
         ax.set_title(f"{metric} ({TIMED[metric]} is better)", fontsize=9)
         ax.set_xlabel("zipf_s")
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8, title="bars: bootstrap 95% CI", title_fontsize=7)
+    axes.flat[0].legend(fontsize=8, title="bars: Student-t 95% interval", title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     buf = io.BytesIO()
@@ -296,8 +218,21 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
 
 
-def _few_cells(cells: pd.DataFrame) -> list[tuple[str, float]]:
-    return [(str(r["label"]), _reps(r)) for _, r in cells.iterrows() if _few(_reps(r))]
+def _short_cells(cells: pd.DataFrame, least: int) -> list[tuple[str, float]]:
+    """The cells with fewer than ``least`` finished rounds: (label, rounds)."""
+    return [(str(r["label"]), _rounds(r)) for _, r in cells.iterrows() if _short(_rounds(r), least)]
+
+
+def _count(n: float) -> str:
+    return "?" if n != n else f"{n:g}"
+
+
+def _verdict_html(row: VerdictRow) -> str:
+    """One verdict with the strategy in bold where it is decided."""
+    name = html.escape(row.strategy)
+    if row.verdict.decided:
+        name = f"<b>{name}</b>"
+    return f"{name} vs {html.escape(row.baseline)}: {html.escape(row.verdict.text())}"
 
 
 def _checked(checks: dict[str, CellCheck] | None) -> str:
@@ -314,7 +249,7 @@ def _checked(checks: dict[str, CellCheck] | None) -> str:
         parts[0] += f" ({spread} each)"
     parts.append(f"{len(none_yet)} with no history yet")
     if unchecked:
-        parts.append(f"{len(unchecked)} not checked (no finished repetition)")
+        parts.append(f"{len(unchecked)} not checked (no finished round)")
     return "; ".join(parts)
 
 
@@ -329,7 +264,7 @@ CORE_WAIT_METRIC: Final[str] = logged_name("harness_core_wait_s_total", headline
 
 
 def measurement_lines(runs: pd.DataFrame) -> list[str]:
-    """How a sweep's runs were measured, from its repetition runs (``runs``: one row per
+    """How a sweep's runs were measured, from its round runs (``runs``: one row per
     run with ``cell``, ``run_index`` (position in its Spark application), optionally
     ``dataset_run_index`` (position among the runs on its loaded dataset; runs of
     applications that loaded one dataset lack it, and there the two are the same) and the
@@ -389,23 +324,29 @@ def measurement_lines(runs: pd.DataFrame) -> list[str]:
 
 def text_summary(
     cells: pd.DataFrame,
+    verdicts: Sequence[tuple[str, VerdictRow]],
     regressions: list[str],
     changes: list[str],
     checks: dict[str, CellCheck] | None = None,
     measured: Sequence[str] = (),
+    least: int = 1,
 ) -> str:
-    """The report in plain text (``balancebench report --sweep`` prints it); ``checks``:
-    per cell label, what its regression check compared against; ``measured``: how the
-    runs were measured (:func:`measurement_lines`)."""
+    """The report in plain text (``balancebench report --sweep`` prints it); ``verdicts``:
+    (cell group, verdict row) per strategy and figure; ``checks``: per cell label, what
+    its regression check compared against; ``measured``: how the runs were measured
+    (:func:`measurement_lines`); ``least``: the rounds a cell must have finished."""
     lines = [*measured]
     for heading, part in _sections(cells):
-        lines.append(f"{heading} (mean [bootstrap 95% CI]):")
-        for metric, groups in figure_verdicts(part):
-            lines.append(f"  {metric}:")
-            lines += [f"    {label}: {w.text()}" for label, w in groups]
-    few = _few_cells(cells)
-    lines.append(f"cells with {FEW_REPETITIONS} (their CIs say little): {len(few)}")
-    lines += [f"  {label}: {_count(n)} repetition(s)" for label, n in few]
+        lines.append(f"{heading}: verdicts against the baseline on the paired rounds")
+        for figure, groups in figure_verdicts(part, verdicts):
+            lines.append(f"  {figure}:")
+            for label, rows in groups:
+                lines += [
+                    f"    {label}: {r.strategy} vs {r.baseline}: {r.verdict.text()}" for r in rows
+                ]
+    short = _short_cells(cells, least)
+    lines.append(f"cells with {_short_text(least)} (a run failed): {len(short)}")
+    lines += [f"  {label}: {_count(n)} round(s)" for label, n in short]
     lines.append(f"regressions: {len(regressions)} regressed figure(s); {_checked(checks)}")
     lines += [f"  {r}" for r in regressions]
     lines.append(f"changed deterministic figures: {len(changes)}")
@@ -466,6 +407,7 @@ def _check_rows(
 
 def write_report(
     cells: pd.DataFrame,
+    verdicts: Sequence[tuple[str, VerdictRow]],
     regressions: list[str],
     changes: list[str],
     title: str,
@@ -473,12 +415,15 @@ def write_report(
     path: Path,
     checks: dict[str, CellCheck] | None = None,
     measured: Sequence[str] = (),
+    least: int = 1,
 ) -> Path:
-    """Write the HTML page; ``cells`` has one row per cell (``label``, ``workload``,
-    ``strategy``, ``zipf_s``, ``n_nodes``, ``tolerance``, ``run_id``,
-    ``repetitions_finished``, ``regressed`` and the ``<metric>_mean/_std/_ci95_lo/_ci95_hi``
-    columns); ``run_url(run_id)`` links a run; ``checks``: per cell label, what its
-    regression check compared against."""
+    """Write the HTML page; ``cells`` has one row per cell (``label``, ``group``,
+    ``workload``, ``strategy``, ``zipf_s``, ``n_nodes``, ``tolerance``, ``run_id``,
+    ``rounds_finished``, ``regressed`` and the ``<metric>_mean/_std/_ci95_lo/_ci95_hi``
+    columns); ``verdicts``: (cell group, verdict row) per strategy and figure;
+    ``run_url(run_id)`` links a run; ``checks``: per cell label, what its regression check
+    compared against; ``least``: the rounds a cell must have finished."""
+    short_text = _short_text(least)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
@@ -486,10 +431,12 @@ def write_report(
         f"<p id='verdict'>{len(regressions)} regressed figure(s): "
         f"{html.escape(_checked(checks))} (per cell under <a href='#check'>Regression "
         f"check</a>). {len(changes)} changed deterministic figure(s).</p>",
-        f"<p>Timed figures: mean over a cell's repetitions; {CI_DRAWN} (percentile "
-        f"bootstrap); hollow markers: {FEW_REPETITIONS}. A winner is named only where every "
-        f"compared cell has at least {MIN_REPETITIONS} repetitions and the best CI overlaps "
-        "no other.</p>",
+        f"<p>Timed figures: mean over a cell's rounds; {CI_DRAWN}; hollow markers: "
+        f"{short_text}. Verdicts: each strategy against its cell group's baseline on the "
+        "paired rounds (the geometric mean of the per-round ratios and its t interval): "
+        "'X% faster [lo, hi]' where the interval excludes no change, 'equivalent within "
+        "±m%' where it lies inside the margin, else 'no clear difference' or 'undecided "
+        "after n rounds'; X is the change of the figure itself.</p>",
     ]
     if measured:
         parts.append("<ul id='measured'>")
@@ -499,45 +446,44 @@ def write_report(
         parts.append("<ul class='flag' id='regressions'>")
         parts += [f"<li>{html.escape(r)}</li>" for r in [*regressions, *changes]]
         parts.append("</ul>")
-    few = _few_cells(cells)
-    if few:
+    short = _short_cells(cells, least)
+    if short:
         parts.append(
-            f"<p class='warn' id='few'>{len(few)} cell(s) with {FEW_REPETITIONS}: their CIs "
-            "say little and no winner is named among them.</p>"
+            f"<p class='warn' id='few'>{len(short)} cell(s) with {short_text}: a run of "
+            "theirs failed; their verdicts use the rounds that finished.</p>"
         )
     metrics = [m for m in TIMED if metric_cols(m)[0] in cells]
     for heading, part in _sections(cells):
         parts.append(f"<h2>{html.escape(heading)}</h2><figure>")
         if metrics:
-            png = _figure(part, heading)
+            png = _figure(part, heading, least)
             parts.append(
                 f"<img alt='{html.escape(heading)} figures' src='data:image/png;base64,{png}'>"
             )
         parts.append(
-            f"<figcaption>Points: mean over repetitions; {CI_DRAWN}; hollow markers: "
-            f"{FEW_REPETITIONS}; strategies offset slightly along zipf_s.<ul>"
+            f"<figcaption>Points: mean over rounds; {CI_DRAWN}; hollow markers: "
+            f"{short_text}; strategies offset slightly along zipf_s. Verdicts:<ul>"
         )
-        for metric, groups in figure_verdicts(part):
-            parts.append(f"<li>{html.escape(metric)}<ul>")
+        for figure, groups in figure_verdicts(part, verdicts):
+            parts.append(f"<li>{html.escape(figure)}<ul>")
             parts += [
-                f"<li>{html.escape(label)}: "
-                f"{w.text(html.escape, lambda s: f'<b>{html.escape(s)}</b>')}</li>"
-                for label, w in groups
+                f"<li>{html.escape(label)}: " + "; ".join(_verdict_html(r) for r in rows) + "</li>"
+                for label, rows in groups
             ]
             parts.append("</ul></li>")
         parts.append("</ul></figcaption></figure>")
-    parts.append("<h2>Cells</h2><table id='cells'><tr><th>cell</th><th>reps</th>")
-    parts += [f"<th>{m}<br>mean [95% CI]</th>" for m in metrics]
+    parts.append("<h2>Cells</h2><table id='cells'><tr><th>cell</th><th>rounds</th>")
+    parts += [f"<th>{m}<br>mean [95% interval]</th>" for m in metrics]
     parts.append("</tr>")
     for _, row in cells.iterrows():
         cls = " class='regressed'" if row.get("regressed") else ""
         link = f"<a href='{html.escape(run_url(row['run_id']))}'>{html.escape(row['label'])}</a>"
-        reps = _fmt(row.get("repetitions_finished"))
-        if _few(_reps(row)):
-            reps = f"<td class='few'>{reps} <span class='warn'>{FEW_REPETITIONS}</span></td>"
+        rounds = _fmt(row.get(ROUNDS_FINISHED))
+        if _short(_rounds(row), least):
+            rounds = f"<td class='few'>{rounds} <span class='warn'>{short_text}</span></td>"
         else:
-            reps = f"<td>{reps}</td>"
-        parts.append(f"<tr{cls}><td>{link}</td>{reps}")
+            rounds = f"<td>{rounds}</td>"
+        parts.append(f"<tr{cls}><td>{link}</td>{rounds}")
         for m in metrics:
             mean, lo, hi = metric_cols(m)
             parts.append(f"<td>{_fmt(row[mean])} [{_fmt(row[lo])}, {_fmt(row[hi])}]</td>")
@@ -549,7 +495,7 @@ def write_report(
             "<h2 id='check'>Regression check</h2><p>Per cell and timed figure: tonight's "
             "mean against the baseline (the best rolling worst-of-3 of the cell's last "
             "earlier runs, <code>balancebench.regression</code>); regressed when worse by "
-            "more than the threshold. Earlier runs: the same cell's finished repetition runs "
+            "more than the threshold. Earlier runs: the same cell's finished round runs "
             "(same Params) in earlier sweeps.</p>"
             "<table id='history'><tr><th>cell</th><th>earlier runs</th><th>figure</th>"
             "<th>tonight</th><th>baseline</th><th>change (bad direction)</th>"

@@ -23,7 +23,7 @@ from balancebench import tracking
 from balancebench.compare import headline_metrics, logged_name
 from balancebench.experiment import ROUND_TAG
 from balancebench.rounds import RoundPolicy, choose_baseline, figure_words, group_verdicts
-from balancebench.stats import Verdict, repetition_stats
+from balancebench.stats import Verdict, columns_over
 
 #: The column of a cell's finished rounds in every table.
 ROUNDS_FINISHED: Final[str] = "rounds_finished"
@@ -58,14 +58,8 @@ def round_figures(done: pd.DataFrame, metrics: Iterable[str]) -> dict[int, dict[
 
 def cell_columns(rounds: Mapping[int, Mapping[str, float]], metrics: Iterable[str]) -> dict:
     """A cell's table columns: ``rounds_finished`` and per metric its ``_mean``, ``_std``,
-    ``_ci95_lo``, ``_ci95_hi`` over the rounds (Student t)."""
-    out: dict[str, float] = {ROUNDS_FINISHED: float(len(rounds))}
-    for m in metrics:
-        values = [r[m] for r in rounds.values() if m in r]
-        if values:
-            stats = repetition_stats(values)
-            out.update({f"{m}_{k}": v for k, v in stats.items() if k != "n"})
-    return out
+    ``_ci95_lo``, ``_ci95_hi`` over the rounds (:func:`balancebench.stats.columns_over`)."""
+    return {ROUNDS_FINISHED: float(len(rounds)), **columns_over(rounds.values(), metrics)}
 
 
 @dataclass(frozen=True)

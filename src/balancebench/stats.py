@@ -37,7 +37,7 @@ log-normal noise of the spread measured on this machine and a position effect.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -103,6 +103,21 @@ def repetition_stats(values: Sequence[float]) -> dict[str, float]:
     """:func:`mean_interval` as the table columns (``mean``, ``std``, ``ci95_lo``,
     ``ci95_hi``, ``n``) a sweep, a model summary and a figure's CSV carry."""
     return mean_interval(values).as_columns()
+
+
+def columns_over(
+    summaries: Iterable[Mapping[str, float]], metrics: Iterable[str]
+) -> dict[str, float]:
+    """Each metric's :func:`repetition_stats` over the runs' ``summaries`` (those that
+    have it), as table columns ``<metric>_mean``, ``_std``, ``_ci95_lo``, ``_ci95_hi``."""
+    runs = list(summaries)
+    columns: dict[str, float] = {}
+    for metric in metrics:
+        values = [float(s[metric]) for s in runs if metric in s]
+        if values:
+            stats = repetition_stats(values)
+            columns.update({f"{metric}_{k}": v for k, v in stats.items() if k != "n"})
+    return columns
 
 
 @dataclass(frozen=True)

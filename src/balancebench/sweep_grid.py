@@ -1,14 +1,16 @@
-"""The nightly sweep: its Params, its cells and the statistics over repetitions.
+"""The nightly sweep: its Params, its cells and its cell groups.
 
-A sweep is a grid of workloads x strategies x ``zipf_s`` x ``n_nodes``; each cell runs
-``repetitions`` times, each repetition a run of the same
-:class:`~balancebench.experiment.RunSpec` that ``balance_experiment`` uses. A cell group
-(:attr:`Cell.group`: the cells that differ only in the strategy) shares one dataset, and
-the cell groups of one workload and node count share one Spark application
-(:attr:`Cell.application`, ``experiment.run_group``), which loads their datasets in turn.
-A cell's repetitions share the seeded dataset, so their spread is the timing noise of the
-machine and of the run's position on its dataset;
-every timed figure is reported as mean, std and a bootstrap 95% confidence interval.
+A sweep is a grid of workloads x strategies x ``zipf_s`` x ``n_nodes``. A cell group
+(:attr:`Cell.group`: the cells that differ only in the strategy) shares one dataset and
+runs in paired, rotated rounds like ``balance_experiment``'s strategies
+(``balancebench.rounds``: at least ``min_rounds``, more until its verdicts are decided),
+each round of a cell a run of the same :class:`~balancebench.experiment.RunSpec`; the cell
+groups of one workload and node count share one Spark application
+(:attr:`Cell.application`, ``experiment.run_groups``), which loads their datasets in
+turn. A cell's rounds share the seeded dataset, so their spread is the timing noise of
+the machine and of the run's position; every timed figure is reported as its mean over
+the rounds with a Student-t 95% interval, and every strategy against the group's
+baseline as a verdict on the paired rounds (``balancebench.stats``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from balancebench.experiment_params import EXPERIMENT_PARAMS, ExperimentSpec, pa
 from balancebench.generators import DATASET_PARAMS
 from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.regression import TIMED
+from balancebench.rounds import choose_baseline
 from balancebench.schema import check_grid_size, check_values, spec_defaults
-from balancebench.stats import repetition_stats
 from balancebench.strategies import STRATEGIES
 from balancebench.workloads import WORKLOADS, get_workload
 
@@ -132,25 +134,14 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
     },
-    "repetitions": {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 100,
-        "default": 3,
-        "title": "Repetitions",
-        "description": "Runs per cell (same dataset, inside the shared Spark application of "
-        "its workload and N): the spread of the timed figures, reported as mean, std and a "
-        "bootstrap 95% CI. At least 3 for a CI.",
-        "section": "Sweep",
-    },
     "max_runs": {
         "type": "integer",
         "minimum": 1,
         "maximum": 100_000,
         "default": 500,
         "title": "Largest sweep (runs)",
-        "description": "A sweep of more (workload x strategy x zipf_s x n_nodes x "
-        "repetition) runs than this is refused before any work.",
+        "description": "A sweep that could run more (workload x strategy x zipf_s x n_nodes "
+        "x max_rounds) runs than this is refused before any work.",
         "section": "Sweep",
     },
     "regression_metrics": {
@@ -225,7 +216,8 @@ class Cell:
     @property
     def group(self) -> str:
         """Its cell group: the cells that differ only in the strategy, whose runs share one
-        dataset and one Spark application (and among which the report names a winner)."""
+        dataset and one Spark application, in paired rounds (each strategy's verdict
+        against the group's baseline)."""
         label = f"{self.workload} · s={self.zipf_s:g} · N={self.n_nodes}"
         return label if self.tolerance is None else f"{label} · tol={self.tolerance:g}"
 
@@ -261,9 +253,17 @@ def cells(grid: dict[str, list[Any]]) -> list[Cell]:
     return out
 
 
+def cell_groups(grid_cells: Iterable[Cell]) -> dict[str, list[Cell]]:
+    """The cells by cell group (:attr:`Cell.group`), in grid order."""
+    out: dict[str, list[Cell]] = {}
+    for cell in grid_cells:
+        out.setdefault(cell.group, []).append(cell)
+    return out
+
+
 def cell_spec(params: dict[str, Any], cell: Cell) -> ExperimentSpec:
     """The experiment Params of one cell, checked at the door like balance_experiment's
-    (:func:`checked_sweep` checks every cell's once)."""
+    (:func:`checked_sweep` checks every cell's once, and its groups' baselines)."""
     base = {k: v for k, v in params.items() if k in EXPERIMENT_PARAMS and k != "dataset"}
     return ExperimentSpec.checked(
         {
@@ -273,7 +273,8 @@ def cell_spec(params: dict[str, Any], cell: Cell) -> ExperimentSpec:
             "zipf_s": cell.zipf_s,
             "n_nodes": cell.n_nodes,
             **({} if cell.tolerance is None else {"tolerance": cell.tolerance}),
-        }
+        },
+        group=False,
     )
 
 
@@ -293,7 +294,7 @@ def checked_sweep(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Exp
     params = check_values(SWEEP_PARAMS, with_figure(values), what="sweep params")
     params["grid"] = grid = _one_grid(params)
     sizes = {axis: len(grid[axis]) for axis in (*GRID_AXES, "tolerance") if axis in grid}
-    check_grid_size({**sizes, "repetitions": params["repetitions"]}, params["max_runs"], "max_runs")
+    check_grid_size({**sizes, "max_rounds": params["max_rounds"]}, params["max_runs"], "max_runs")
     found = cells(grid)
     served = {c.strategy for c in found}
     idle = [s for s in grid["strategies"] if s not in served]
@@ -305,6 +306,11 @@ def checked_sweep(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Exp
     unserved = sorted({w for w in grid["workloads"]} - {c.workload for c in found})
     if unserved:
         raise ValueError(f"grid.workloads: no strategy of the grid serves {unserved}")
+    for group, members in cell_groups(found).items():
+        try:
+            choose_baseline([c.strategy for c in members], params["baseline"])
+        except ValueError as exc:
+            raise ValueError(f"{exc} (cell group {group})") from exc
     labels = {c.label for c in found}
     slow = params["test_slow_cell"]
     if slow is not None and slow not in labels:
@@ -330,15 +336,3 @@ def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
 
 def sweep_defaults() -> dict[str, Any]:
     return spec_defaults(SWEEP_PARAMS)
-
-
-def repetition_columns(
-    summaries: list[dict[str, float]], metrics: Iterable[str]
-) -> dict[str, float]:
-    """Each metric's :func:`repetition_stats` over the repetitions' run summaries, as
-    table columns ``<metric>_mean``, ``_std``, ``_ci95_lo``, ``_ci95_hi``."""
-    columns = {}
-    for metric in metrics:
-        stats = repetition_stats([s[metric] for s in summaries])
-        columns.update({f"{metric}_{k}": v for k, v in stats.items() if k != "n"})
-    return columns
