@@ -2,7 +2,7 @@
 node and batch (issue 26).
 
     uv run python benchmarks/crossover.py                    # the preset below -> docs/figures
-    uv run python benchmarks/crossover.py --workloads topk --loads 10000 100000 --repeats 3
+    uv run python benchmarks/crossover.py --workloads topk --loads 10000 100000 --max-rounds 5
 
 The preset (:data:`PRESET`): ``topk`` (hash, qmmp, mnrt, readj, pkg) and ``eq5`` (the
 planners and hash; pkg cannot join), Zipf s 1.0 and 1.4, about 10k, 100k and 1M tuples per
@@ -10,16 +10,22 @@ node and batch, ``--nodes`` nodes, ``--batches`` batches of 1 s (the input rate 
 load: tuples per node and batch x nodes per second), full history, every batch checked
 by the oracle. TOPK is the topic stream (10k topics, no drift: skew is the only effect);
 EQ5 is TPC-H at the scale factor that gives the load (Lineitem and Supplier both
-streamed). One Spark session per point (dataset), its strategies ``--repeats`` times in
-rotated order, each run warmed up under its own strategy first; mean and bootstrap 95%
-CI over the repetitions. Besides the two plotted figures the table has what they are made
-of (routing, node service, migration, plan: all charged, all CPU but the plan's driver
-wall), so a winner can be traced to a component.
+streamed). One Spark session per point (dataset), its strategies in paired, rotated rounds
+(``balancebench.rounds``: at least ``--min-rounds``, more until every strategy's verdict
+against hash on capacity, node service, routing and p99 latency is decided, up to
+``--max-rounds``), each run warmed up under its own strategy first; per strategy the mean
+and Student-t 95% interval over its rounds, and its verdict against hash on the paired
+rounds (``balancebench.stats``). Besides the two plotted figures the table has what they
+are made of (routing, node service, migration, plan: all charged CPU), so a verdict can be
+traced to a component.
 
-Written: ``docs/figures/crossover.png`` and ``crossover.csv`` (``--out`` elsewhere). Each
-finished point is appended to ``crossover.points.csv`` beside them as it ends, so an
-interrupted figure goes on from its last whole point with ``--resume`` (same settings; a
-point is re-run whole, never stitched from parts); it is removed once the figure is whole.
+Written: ``docs/figures/crossover.png``, ``crossover.csv`` (a row per point and
+strategy: means, intervals, verdicts) and ``crossover.rounds.csv`` (a row per point,
+strategy and round: what the verdicts are computed from) (``--out`` elsewhere). Each
+finished point is appended to ``crossover.points.csv`` and ``crossover.points-rounds.csv``
+beside them as it ends, so an interrupted figure goes on from its last whole point with
+``--resume`` (same settings; a point is re-run whole, never stitched from parts); they are
+removed once the figure is whole.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from balancebench.experiment import LoadedCell, report_run
+from balancebench.experiment import LoadedCell, report_round, report_run
 from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import RoundPolicy
+from balancebench.rounds import RoundPolicy, group_verdicts
 from balancebench.schema import positive_int
-from balancebench.sweep_grid import repetition_columns
+from balancebench.stats import DEFAULT_MARGIN, columns_over
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The figure's grid: strategies per workload, skews and loads (tuples per node and batch).
@@ -52,7 +58,7 @@ PRESET: dict[str, Any] = {
 }
 #: Lineitem rows per TPC-H scale factor (Supplier adds 10k per SF).
 LINEITEM_PER_SF = 6_001_215
-#: Run figures kept per repetition: the two plotted and what they are made of.
+#: Run figures kept per round: the two plotted and what they are made of.
 FIGURES = (
     "capacity_tuples_per_s",
     "latency_p99_s",
@@ -145,7 +151,9 @@ def main() -> None:
     parser.add_argument("--loads", nargs="*", type=positive_int, default=PRESET["loads"])
     parser.add_argument("--nodes", type=positive_int, default=4)
     parser.add_argument("--batches", type=positive_int, default=3)
-    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--min-rounds", type=positive_int, default=5)
+    parser.add_argument("--max-rounds", type=positive_int, default=10)
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equivalence, ±share")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
     parser.add_argument(
         "--resume",
@@ -153,8 +161,12 @@ def main() -> None:
         help="keep the whole points of an interrupted run (crossover.points.csv) and run the rest",
     )
     args = parser.parse_args()
-    if args.repeats < 3:
-        parser.error("--repeats: at least 3 (a figure's CI needs them)")
+    if args.min_rounds < 2:
+        parser.error("--min-rounds: at least 2 (an interval needs them)")
+    if args.max_rounds < args.min_rounds:
+        parser.error(f"--max-rounds: at least --min-rounds ({args.min_rounds})")
+    if not 0 <= args.margin < 0.5:
+        parser.error("--margin: a share in [0, 0.5)")
     unknown = sorted(set(args.workloads) - set(PRESET["strategies"]))
     if unknown:
         parser.error(f"--workloads: {unknown}; allowed values: {sorted(PRESET['strategies'])}")
@@ -174,13 +186,25 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     done_path = args.out / "crossover.points.csv"
-    settings = {"nodes": args.nodes, "batches": args.batches, "repetitions": args.repeats}
+    rounds_path = args.out / "crossover.points-rounds.csv"
+    settings = {
+        "nodes": args.nodes,
+        "batches": args.batches,
+        "min_rounds": args.min_rounds,
+        "max_rounds": args.max_rounds,
+        "margin": args.margin,
+    }
+    policy = RoundPolicy(args.min_rounds, args.max_rounds, args.margin)
     try:
         done = finished_points(done_path, settings) if args.resume else pd.DataFrame()
+        done_rounds = (
+            pd.read_csv(rounds_path) if args.resume and rounds_path.exists() else pd.DataFrame()
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if not args.resume:
         done_path.unlink(missing_ok=True)
+        rounds_path.unlink(missing_ok=True)
     started = time.perf_counter()
     kept = (
         done.drop_duplicates(["workload", "zipf_s", "load_per_node"])
@@ -190,6 +214,7 @@ def main() -> None:
     kept_points = set(kept[["workload", "zipf_s", "load_per_node"]].itertuples(index=False))
     wall_before = float(kept["point_wall_s"].sum())
     rows = done.to_dict("records")
+    round_rows = done_rounds.to_dict("records")
     for k, ((workload, skew, load), params) in enumerate(points.items(), 1):
         names = params["strategies"]
         if (workload, skew, load) in kept_points:
@@ -200,52 +225,62 @@ def main() -> None:
         point_started = time.perf_counter()
         print(
             f"point {k} of {len(points)}: {workload}, s={skew}, {load:,} tuples per node "
-            f"and batch ({len(names)} strategies x {args.repeats})",
+            f"and batch ({len(names)} strategies, {args.min_rounds}-{args.max_rounds} rounds)",
             flush=True,
         )
         spark = get_session(f"balancebench-crossover-{k}", master="local[*]")
         cell = LoadedCell(spark, params)
-        runs = cell.side_by_side(
-            spark, names, RoundPolicy(args.repeats, args.repeats), report_run()
-        ).summaries
+        rounds = cell.side_by_side(spark, names, policy, report_run(), report_round())
         cell.release()
         spark.stop()
         point_wall_s = time.perf_counter() - point_started
-        point_rows = [
-            {
-                "workload": workload,
-                "zipf_s": skew,
-                "load_per_node": load,
+        where = {"workload": workload, "zipf_s": skew, "load_per_node": load}
+        verdicts = rounds.verdicts()
+        point_rows = []
+        for name in names:
+            row = {
+                **where,
                 "strategy": name,
-                "repetitions": len(runs[name]),
+                "rounds": len(rounds.summaries[name]),
+                "rounds_stopped": rounds.stopped,
                 **settings,
                 "point_wall_s": point_wall_s,
-                **repetition_columns(runs[name], FIGURES),
+                **columns_over(rounds.summaries[name], FIGURES),
             }
+            for (other, figure), v in verdicts.items():
+                if other == name:
+                    row[f"{figure}_verdict"] = v.text()
+            point_rows.append(row)
+        new_rounds = [
+            {**where, "strategy": name, "round": r, **{f: summary[f] for f in FIGURES}}
             for name in names
+            for r, summary in enumerate(rounds.summaries[name])
         ]
         # appended whole after the point: an interruption loses at most the running point
-        pd.DataFrame(point_rows).to_csv(
-            done_path, mode="a", header=not done_path.exists(), index=False
-        )
+        for path, part in ((done_path, point_rows), (rounds_path, new_rounds)):
+            pd.DataFrame(part).to_csv(path, mode="a", header=not path.exists(), index=False)
         rows.extend(point_rows)
+        round_rows.extend(new_rounds)
     wall = wall_before + time.perf_counter() - started
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "crossover.csv", index=False)
-    done_path.unlink(missing_ok=True)  # the whole figure is in crossover.csv now
+    per_round = pd.DataFrame(round_rows)
+    per_round.to_csv(args.out / "crossover.rounds.csv", index=False)
+    for path in (done_path, rounds_path):  # the whole figure is in crossover.csv now
+        path.unlink(missing_ok=True)
     caption = (
         f"Capacity and p99 latency against tuples per node and batch; {args.nodes} nodes as "
         f"Spark partitions on 2 cores, {args.batches} batches of 1 s at the load's rate, full "
-        f"history; mean and bootstrap 95% CI over {args.repeats} repetitions (rotated order, "
-        f"one Spark session per point); wall {wall / 60:.0f} min. "
+        f"history; mean and Student-t 95% interval over {args.min_rounds}-{args.max_rounds} "
+        f"paired rounds (rotated order, one Spark session per point); wall {wall / 60:.0f} min. "
         "hash dashed (the reference); every batch checked by the oracle."
     )
     draw(table, args.out / "crossover.png", caption)
     print(f"\nwrote {args.out / 'crossover.png'} and crossover.csv (wall {wall / 60:.1f} min)")
-    print_reading(table)
+    print_reading(per_round, policy)
 
 
-def finished_points(path: Path, settings: dict[str, int]) -> pd.DataFrame:
+def finished_points(path: Path, settings: dict[str, Any]) -> pd.DataFrame:
     """The whole points of an interrupted run with the same settings (empty if none)."""
     if not path.exists():
         return pd.DataFrame()
@@ -253,28 +288,37 @@ def finished_points(path: Path, settings: dict[str, int]) -> pd.DataFrame:
     if not (done[list(settings)] == pd.Series(settings)).all(axis=None):
         raise ValueError(
             f"--resume: {path} was made with other settings; remove it or match "
-            f"--nodes/--batches/--repeats ({settings})"
+            f"--nodes/--batches/--min-rounds/--max-rounds/--margin ({settings})"
         )
     return done.reset_index(drop=True)
 
 
-def print_reading(table: pd.DataFrame) -> None:
-    """Per (workload, skew, load): each planner's capacity against hash's, and whether
-    their CIs separate."""
-    print("\ncapacity over hash's (CI-separated: +/-; overlapping: =)")
-    for (workload, skew, load), part in table.groupby(["workload", "zipf_s", "load_per_node"]):
-        base = part[part["strategy"] == "hash"].iloc[0]
-        cells = []
-        for _, r in part[part["strategy"] != "hash"].iterrows():
-            ratio = r["capacity_tuples_per_s_mean"] / base["capacity_tuples_per_s_mean"]
-            if r["capacity_tuples_per_s_ci95_lo"] > base["capacity_tuples_per_s_ci95_hi"]:
-                mark = "+"
-            elif r["capacity_tuples_per_s_ci95_hi"] < base["capacity_tuples_per_s_ci95_lo"]:
-                mark = "-"
-            else:
-                mark = "="
-            cells.append(f"{r['strategy']} {ratio:.2f}{mark}")
-        print(f"  {workload} s={skew} {load:>9,}: " + ", ".join(cells))
+def point_verdicts(per_round: pd.DataFrame, policy: RoundPolicy) -> dict[tuple, dict]:
+    """Per point (workload, skew, load): every strategy's verdicts against hash, from the
+    rounds table (what the README's crossover reading is rendered from)."""
+    out = {}
+    for point, part in per_round.groupby(["workload", "zipf_s", "load_per_node"]):
+        rounds = {
+            str(name): {int(r["round"]): dict(r) for _, r in runs.iterrows()}
+            for name, runs in part.groupby("strategy")
+        }
+        out[point] = group_verdicts(rounds, "hash", policy, exhausted=True)
+    return out
+
+
+def print_reading(per_round: pd.DataFrame, policy: RoundPolicy) -> None:
+    """Per (workload, skew, load): each strategy's capacity and p99 against hash's."""
+    print("\nverdicts against hash on the paired rounds (capacity; p99 latency)")
+    for (workload, skew, load), found in point_verdicts(per_round, policy).items():
+        names = dict.fromkeys(name for name, _ in found)
+        cells = [
+            f"{n}: {found[(n, 'capacity_tuples_per_s')].text()}; "
+            f"{found[(n, 'latency_p99_s')].text()}"
+            for n in names
+        ]
+        print(f"  {workload} s={skew} {load:>9,}:")
+        for cell in cells:
+            print(f"    {cell}")
 
 
 if __name__ == "__main__":

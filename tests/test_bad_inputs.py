@@ -127,7 +127,9 @@ CASES: list[tuple[list[str], str]] = [
     (["report", "--sweep", "0123456789abcdef"], "sweep"),
     # balancebench figure (paper 000's experiments)
     (["figure", "9z"], "figure"),
-    (["figure", "3a", "--conf", '{"repetitions": 0}'], "repetitions"),
+    (["figure", "3a", "--conf", '{"min_rounds": 0}'], "min_rounds"),
+    (["figure", "3a", "--conf", '{"max_rounds": 2}'], "max_rounds: 2 is below min_rounds 5"),
+    (["run", "--conf", '{"baseline": "pkg"}'], "baseline: 'pkg' is not among"),
     # balancebench sweep (the nightly sweep once; its number axes typed as text)
     (["sweep", "--conf", '{"grid_zipf_s": "0.8,,1"}'], "grid_zipf_s: '0.8,,1' is not numbers"),
     (["sweep", "--conf", '{"grid_n_nodes": "4.5"}'], "grid_n_nodes"),
@@ -155,7 +157,7 @@ BENCH_CASES: list[tuple[list[str], str]] = [
     (["model_speed.py", "--models", "zz"], "--models"),
     (["paper_figures.py", "--only", "zz"], "--only"),
     (["crossover.py", "--workloads", "zz"], "--workloads"),
-    (["crossover.py", "--repeats", "2"], "--repeats"),
+    (["crossover.py", "--min-rounds", "1"], "--min-rounds"),
     (["crossover.py", "--skews", "9"], "zipf_s"),
     (["crossover.py", "--loads", "0"], "--loads"),
     (["generate.py", "--only", "zz"], "--only"),

@@ -12,12 +12,12 @@ from balancebench.sweep_grid import cells, validate_sweep_params
 
 
 def test_a_figure_fixes_its_grid_and_params_and_keeps_the_rest():
-    params = validate_sweep_params({"figure": "6b", "repetitions": 2, "window_s": 0.0})
+    params = validate_sweep_params({"figure": "6b", "min_rounds": 2, "window_s": 0.0})
     grid = params["grid"]
     assert grid["workloads"] == ["band"] and grid["n_nodes"] == [12]
     assert {"qmmp", "mnrt", "dynamic", "bi", "bi6"} <= set(grid["strategies"])
     assert params["window_s"] == 1.0  # the figure's (windowed), not the trigger's 0
-    assert params["repetitions"] == 2  # not fixed by the figure: the trigger's
+    assert params["min_rounds"] == 2  # not fixed by the figure: the trigger's
     assert params["experiment"] == FIGURE_EXPERIMENT
     # every cell is a real one: bi6 gets its 12 nodes
     assert len(cells(grid)) == len(grid["strategies"]) * len(grid["zipf_s"])
@@ -48,7 +48,7 @@ def test_the_figure_and_its_table_hold_every_cell(tmp_path):
                     "strategy": strategy,
                     "zipf_s": s,
                     "n_nodes": 12,
-                    "repetitions_finished": 3.0,
+                    "rounds_finished": 3.0,
                     "charged_s_total_mean": value,
                     "charged_s_total_ci95_lo": value - 1,
                     "charged_s_total_ci95_hi": value + 1,

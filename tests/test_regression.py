@@ -87,8 +87,13 @@ def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
                 }
             }
         )
-    with pytest.raises(ValueError, match="repetitions"):
-        validate_sweep_params({"repetitions": 0})
+    with pytest.raises(ValueError, match="min_rounds"):
+        validate_sweep_params({"min_rounds": 0})
+    with pytest.raises(ValueError, match="max_rounds: 3 is below min_rounds 5"):
+        validate_sweep_params({"max_rounds": 3})
+    # A named baseline must be in every cell group (a group of one workload here).
+    with pytest.raises(ValueError, match="baseline: 'pkg' is not among"):
+        validate_sweep_params({"baseline": "pkg"})
     wide = {
         "workloads": ["topk"],
         "strategies": ["hash"],
@@ -97,15 +102,15 @@ def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
     }
     with pytest.raises(
         ValueError,
-        match="200 zipf_s x 1 n_nodes x 3 repetitions = 600 runs; allowed: at most 500 \\(max_runs",
+        match="200 zipf_s x 1 n_nodes x 3 max_rounds = 600 runs; allowed: at most 500 \\(max_runs",
     ):
-        validate_sweep_params({"grid": wide, "repetitions": 3})
-    assert validate_sweep_params({"grid": wide, "repetitions": 3, "max_runs": 600})
+        validate_sweep_params({"grid": wide, "min_rounds": 3, "max_rounds": 3})
+    assert validate_sweep_params({"grid": wide, "min_rounds": 3, "max_rounds": 3, "max_runs": 600})
     # The size is refused from the axes' lengths, before a cell is built (a huge grid
     # must not be enumerated to be refused).
     huge = {**wide, "zipf_s": [i / 1e6 for i in range(1_000_000)], "n_nodes": list(range(1, 1025))}
     with pytest.raises(ValueError, match="= 3,072,000,000 runs"):
-        validate_sweep_params({"grid": huge, "repetitions": 3})
+        validate_sweep_params({"grid": huge, "min_rounds": 3, "max_rounds": 3})
     with pytest.raises(ValueError, match="test_slow_cell"):
         validate_sweep_params({"test_slow_cell": "topk · nope"})
     # Bi6 on a grid N too small for 6 subgroups per group: named before any work, even

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from balancebench import pipeline, tracking
+from balancebench.experiment import ROUND_TAG
 from balancebench.experiment_params import ExperimentSpec
 
 
@@ -43,12 +44,18 @@ def test_a_compare_step_that_cannot_write_names_the_storage_fault(local_state):
     generated = _open_parent("manual__compare")
     other = _open_parent("manual__other")  # another DAG run's parent: left alone
     client = tracking.client()
-    child = client.create_run(
-        client.get_run(generated["run"]).info.experiment_id,
-        tags={"mlflow.parentRunId": generated["run"]},
+    experiment = client.get_run(generated["run"]).info.experiment_id
+    cell = client.create_run(
+        experiment, tags={"mlflow.parentRunId": generated["run"], tracking.ROLE_TAG: "cell"}
     ).info.run_id
-    client.log_param(child, "strategy", "hash")
-    client.set_terminated(child, "FINISHED")
+    client.log_param(cell, "strategy", "hash")
+    # One finished round of the strategy: the step has a comparison to write.
+    round_run = client.create_run(
+        experiment,
+        tags={"mlflow.parentRunId": cell, tracking.ROLE_TAG: "round", ROUND_TAG: "0"},
+    ).info.run_id
+    client.log_metric(round_run, "capacity_tuples_per_s", 1e6)
+    client.set_terminated(round_run, "FINISHED")
     blocked = local_state / "results"
     blocked.mkdir(parents=True, exist_ok=True)
     (blocked / generated["run"]).write_text("a file where a folder goes")

@@ -1,8 +1,8 @@
 """A sweep's application runs its cell groups in one Spark application, their datasets
-loaded in turn (``experiment.run_group``): a run's deterministic outputs must not depend
-on whether it ran alone or after other runs in the same application, on its dataset or on
-another (cached frames, checkpoints, routing tables, state and oracle references left
-behind)."""
+loaded in turn, each group in rounds (``experiment.run_groups``): a run's deterministic
+outputs must not depend on whether it ran alone or after other runs in the same
+application, on its dataset or on another (cached frames, checkpoints, routing tables,
+state and oracle references left behind)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import subprocess
 
 import pytest
 
-from balancebench.experiment import RunSpec, rotated_rounds
+from balancebench.experiment import GroupSpec, RunSpec
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.paths import datasets_dir
+from balancebench.rounds import RoundPolicy
 from tests.e2e.conftest import BIN, ROOT, TINY, deterministic_outputs
 
 pytestmark = pytest.mark.slow
@@ -53,43 +54,45 @@ def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(loca
     # A cell of the second dataset that differs from it in the tolerance only.
     loose = ExperimentSpec.checked({**base, "zipf_s": 1.2, "tolerance": 0.5})
 
-    def spec(z: float, strategy: str, label: str, own: ExperimentSpec | None = None) -> RunSpec:
-        return RunSpec(
-            dataset_dir=str(folders[z]),
-            strategy=strategy,
-            params=own or params[z],
-            run_name=label,
-            result_path=str(tmp_path / f"{label}.json"),
+    def cells(z: float, names: list[str], own: ExperimentSpec | None = None) -> tuple:
+        return tuple(
+            RunSpec(dataset_dir=str(folders[z]), strategy=name, params=own or params[z])
+            for name in names
         )
 
+    def group(label: str, cells: tuple, rounds: int) -> GroupSpec:
+        return GroupSpec(label, cells, RoundPolicy(rounds, rounds), str(tmp_path / label))
+
+    def submit(*groups: GroupSpec) -> str:
+        return _submit(GroupSpec.write(groups, tmp_path / f"{groups[0].label}.json"))
+
+    def record(label: str, strategy: str, r: int) -> dict:
+        return json.loads((tmp_path / label / f"{strategy}-round{r}.json").read_text())
+
     # The second dataset's mnrt alone in its application, at both tolerances ...
-    alone = spec(1.2, "mnrt", "alone")
-    _submit(alone.to_args())
-    alone_loose = spec(1.2, "mnrt", "alone-loose", loose)
-    _submit(alone_loose.to_args())
-    # ... and after the first dataset's runs, in the order a sweep gives two strategies
-    # over two repetitions on each dataset: hash, mnrt, mnrt, hash; then the loose cell.
-    order = list(rotated_rounds(["hash", "mnrt"], 2))
-    shared = [
-        spec(z, name, f"shared-{z}-{i}-{name}") for z in params for i, name in enumerate(order, 1)
-    ]
-    shared.append(spec(1.2, "mnrt", "shared-loose-mnrt", loose))
-    log = _submit(RunSpec.group_args(shared, tmp_path / "group.json"))
-
-    def record(s: RunSpec) -> dict:
-        return json.loads(open(s.result_path).read())
-
-    records = [record(s) for s in shared]
+    submit(group("alone", cells(1.2, ["mnrt"]), 1))
+    submit(group("alone-loose", cells(1.2, ["mnrt"], loose), 1))
+    # ... and after the first dataset's group, as a sweep's application runs two
+    # strategies in two rounds on each dataset (hash, mnrt, then mnrt, hash); then the
+    # loose cell's group on the second dataset's load.
+    log = submit(
+        group("shared-0.8", cells(0.8, ["hash", "mnrt"]), 2),
+        group("shared-1.2", cells(1.2, ["hash", "mnrt"]), 2),
+        group("shared-loose", cells(1.2, ["mnrt"], loose), 1),
+    )
+    order = [("hash", 1), ("mnrt", 1), ("mnrt", 2), ("hash", 2)]
+    records = [record(f"shared-{z}", s, r) for z in (0.8, 1.2) for s, r in order]
+    records.append(record("shared-loose", "mnrt", 1))
     assert [r["run_index"] for r in records] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     # The loose cell shares the second dataset's load (a tolerance is not the data's) ...
     assert [r["dataset_run_index"] for r in records] == [1, 2, 3, 4, 1, 2, 3, 4, 5]
     # ... and plans with its own tolerance, as when it ran alone
     planned_loose = deterministic_outputs(records[8])
-    assert planned_loose == deterministic_outputs(record(alone_loose))
+    assert planned_loose == deterministic_outputs(record("alone-loose", "mnrt", 1))
     records = records[:8]
     # mnrt (which migrates state) after another dataset's runs, after hash and after
     # itself: as when it ran alone.
-    expected = deterministic_outputs(record(alone))
+    expected = deterministic_outputs(record("alone", "mnrt", 1))
     assert expected["migrated_tuples_total"] > 0  # the comparison covers a migration
     second = records[4:]
     for r in second:
@@ -101,8 +104,10 @@ def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(loca
     first = [deterministic_outputs(r) for r in records[:4] if r["strategy"] == "mnrt"]
     assert first[0] == first[1] != expected
     assert planned_loose != expected  # the tolerance changed mnrt's plans here
-    # The task log says where the application is, with the time left after a run.
-    assert "application setup (session)" in log and "9 runs on 2 dataset(s)" in log
+    # The task log says where the application is (round, run, strategy), with the time
+    # left once a run has ended, and how each group's rounds ended.
+    assert "application setup (session)" in log and "at least 9 runs on 2 dataset(s)" in log
     assert log.count("dataset load (") == 2
-    assert "run 1 of 9: shared-0.8-1-hash" in log
-    assert "run 8 of 9: shared-1.2-4-hash; about " in log
+    assert "shared-0.8: round 1 (of 2-2), run 1 of at least 9: hash" in log
+    assert "shared-1.2: round 2 (of 2-2), run 8 of at least 9: hash; at least about " in log
+    assert "shared-1.2: rounds stopped: max_rounds (2) reached" in log
