@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -71,12 +73,18 @@ def _parents(experiment: str):
     return runs
 
 
-def test_dag_run_logs_one_child_per_strategy(local_state):
+def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     # `balancebench run` is what `make run` calls: it migrates the embedded Airflow DB,
-    # runs the DAG and prints the table.
-    # Two strategies, a planner among them: each is one spark-submit, and make test's
-    # time is near its bound (the default's three run in `make run` itself).
-    conf = {**TINY, "experiment": "e2e", "strategies": ["hash", "mnrt"]}
+    # runs the DAG and prints the table and the verdicts.
+    # Two strategies, a planner among them, in 2 rounds in one Spark application (the
+    # default's five rounds of three run in `make run` itself).
+    conf = {
+        **TINY,
+        "experiment": "e2e",
+        "strategies": ["hash", "mnrt"],
+        "min_rounds": 2,
+        "max_rounds": 2,
+    }
     done = subprocess.run(
         [str(BIN / "balancebench"), "run", "--conf", json.dumps(conf)],
         env={**os.environ, "COLUMNS": "200"},
@@ -86,7 +94,12 @@ def test_dag_run_logs_one_child_per_strategy(local_state):
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
-    assert "results:" in done.stdout and "latency_p50_s" in done.stdout, done.stdout[-3000:]
+    out = done.stdout
+    assert "results:" in out and "latency_p50_s" in out, out[-3000:]
+    # The verdicts table: every headline figure of mnrt against hash, in the three words.
+    assert "verdicts against the baseline on the paired rounds" in out
+    for words in ("capacity", "node service", "routing", "p99 latency"):
+        assert re.search(rf"{words}\s+│ mnrt vs hash", out), words
     parents = _parents("e2e")
     assert len(parents) == 1
     parent = parents.iloc[0]
@@ -95,6 +108,28 @@ def test_dag_run_logs_one_child_per_strategy(local_state):
     children = tracking.child_runs(parent["run_id"])
     assert sorted(children["params.strategy"]) == ["hash", "mnrt"]
     assert (children["status"] == "FINISHED").all()
+    assert (children["tags.balancebench.role"] == "cell").all()
+    # Each strategy's cell run: its rounds' figures as steps, their mean and interval.
+    client = tracking.client()
+    by = children.set_index("params.strategy")
+    for strategy in ("hash", "mnrt"):
+        steps = client.get_metric_history(by.loc[strategy, "run_id"], "round/latency_p99_s")
+        assert sorted(m.step for m in steps) == [0, 1]
+        mean = by.loc[strategy, "metrics.latency_p99_s_mean"]
+        assert mean == sum(m.value for m in steps) / 2
+        assert by.loc[strategy, "metrics.rounds_finished"] == 2
+        assert by.loc[strategy, "tags.balancebench.rounds_stopped"] == "max_rounds (2) reached"
+    verdict = by.loc["mnrt", "tags.verdict.capacity_tuples_per_s"]
+    assert re.match(r"(\d+\.\d% (faster|slower)|equivalent within|no clear difference)", verdict)
+    assert parent["tags.verdict.mnrt.capacity_tuples_per_s"] == verdict
+    assert "Verdicts on the paired rounds" in parent["tags.mlflow.note.content"]
+    assert parent["metrics.latency_p99_s.mnrt"] > 0
+    # One run per round under each cell, in rotated order: hash first, then mnrt first.
+    rounds = pd.concat([tracking.child_runs(r) for r in children["run_id"]])
+    assert len(rounds) == 4 and (rounds["status"] == "FINISHED").all()
+    assert (rounds["tags.balancebench.role"] == "round").all()
+    first = rounds.sort_values("tags.balancebench.run_index")["params.strategy"].tolist()
+    assert first == ["hash", "mnrt", "mnrt", "hash"]
     # Headline figures under their names, the rest grouped: diag/<m> (run-level) or
     # batch/<m> (per-batch series): MLflow's charts draw each prefix as a section of its
     # own (the service test checks them in the browser).
@@ -102,50 +137,47 @@ def test_dag_run_logs_one_child_per_strategy(local_state):
     for m in REQUIRED:
         assert m in METRIC_DEFINITIONS
         names = [m] if m in headline else [f"diag/{m}", f"batch/{m}"]
-        found = [n for n in names if f"metrics.{n}" in children]
+        found = [n for n in names if f"metrics.{n}" in rounds]
         assert len(found) == 1, (m, found)
-        assert children[f"metrics.{found[0]}"].notna().all(), m
-    bare = [c[8:] for c in children if c.startswith("metrics.") and "/" not in c]
+        assert rounds[f"metrics.{found[0]}"].notna().all(), m
+    bare = [c[8:] for c in rounds if c.startswith("metrics.") and "/" not in c]
     assert set(bare) <= headline, set(bare) - headline
-    assert (children["metrics.oracle_passed"] == 1.0).all()
-    # Every child carries the Params that apply to it, and the provenance params; not
+    assert (rounds["metrics.oracle_passed"] == 1.0).all()
+    # Every run carries the Params that apply to it, and the provenance params; not
     # another dataset's, strategy's or workload's.
-    applies = applicable_params(validate_params(conf), [])  # what every child shares
+    applies = applicable_params(validate_params(conf), [])  # what every run shares
     for name in [*applies, "dataset_digest", "git_commit", "spark_master", "workload"]:
-        assert children[f"params.{name}"].notna().all(), name
-    assert "params.band_width" not in children and "params.pkg_senders" not in children
-    assert not any(c.startswith("params.tpch_") for c in children)
+        assert rounds[f"params.{name}"].notna().all(), name
+    assert "params.band_width" not in rounds and "params.pkg_senders" not in rounds
+    assert not any(c.startswith("params.tpch_") for c in rounds)
     # Each Param once: no second copy under another name (strategy.<field> beside
     # <strategy>_<field> was one).
-    assert not any(c.startswith("params.strategy.") for c in children)
-    mnrt = children[children["params.strategy"] == "mnrt"].iloc[0]
-    assert mnrt["params.mnrt_two_stream_ratio"] is not None
-    assert (
-        children[children["params.strategy"] == "hash"]["params.mnrt_two_stream_ratio"].isna().all()
-    )
-    # The parent says who won each figure, and why it exists.
-    assert parent["tags.winner.latency_p99_s"] in {"hash", "mnrt"}
+    assert not any(c.startswith("params.strategy.") for c in rounds)
+    mnrt = rounds[rounds["params.strategy"] == "mnrt"]
+    assert mnrt["params.mnrt_two_stream_ratio"].notna().all()
+    assert rounds[rounds["params.strategy"] == "hash"]["params.mnrt_two_stream_ratio"].isna().all()
     assert "topk" in parent["tags.mlflow.runName"] and "N=4" in parent["tags.mlflow.runName"]
-    assert "Best per figure" in parent["tags.mlflow.note.content"]
-    assert parent["metrics.latency_p99_s.mnrt"] > 0
-    assert set(children["params.n_tuples"]) == {str(TINY["n_tuples"])}
+    assert set(rounds["params.n_tuples"]) == {str(TINY["n_tuples"])}
     # Planners balance the batches after the first; hash does not.
-    by = children.set_index("params.strategy")
+    one = rounds.set_index("params.strategy")
+    mnrt_round = one.loc["mnrt"].iloc[0]
     assert (
-        by.loc["mnrt", "metrics.batch/imbalance_max_over_mean"]
-        < by.loc["hash", "metrics.batch/imbalance_max_over_mean"]
+        mnrt_round["metrics.batch/imbalance_max_over_mean"]
+        < one.loc["hash"].iloc[0]["metrics.batch/imbalance_max_over_mean"]
     )
-    client = tracking.client()
-    history = client.get_metric_history(by.loc["mnrt", "run_id"], "batch/imbalance_max_over_mean")
+    history = client.get_metric_history(mnrt_round["run_id"], "batch/imbalance_max_over_mean")
     assert sorted(m.step for m in history) == [0, 1, 2]
     artifacts = {a.path for a in client.list_artifacts(parent["run_id"])}
     assert {
         "comparison.csv",
+        "verdicts.csv",
         "comparison.png",
         "metric_definitions.json",
         "validation",
     } <= artifacts
-    assert (results_dir() / parent["run_id"] / "comparison.csv").exists()
+    verdicts = pd.read_csv(results_dir() / parent["run_id"] / "verdicts.csv")
+    assert set(verdicts["strategy"]) == {"mnrt"} and set(verdicts["baseline"]) == {"hash"}
+    assert (verdicts["rounds"] == 2).all()
 
 
 def test_failed_validation_stops_before_spark(airflow_cli):
