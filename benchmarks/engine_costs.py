@@ -42,14 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell
+from balancebench.experiment import LoadedCell, report_round, report_run
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.hashing import FRACTION_UNITS
-from balancebench.rounds import RoundPolicy, fixed_rounds
+from balancebench.rounds import RoundPolicy, fixed_rounds, run_rounds, verdict_lines
 from balancebench.schema import positive_int
-from balancebench.stats import repetition_stats
 
-SECTIONS = ("routing", "fixed", "per_tuple", "signal", "migration")
+SECTIONS = ("routing", "fixed", "per_tuple", "signal", "noise", "migration")
 
 
 def med(values: list[float]) -> float:
@@ -101,7 +100,7 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
         return sum(b.route_work_s for b in batches) / tuples, python / tuples
 
     names = ["hash", "pkg", "wchoices", "python F(k)"]
-    runs = fixed_rounds(names, args.repeats, one)
+    runs = fixed_rounds(names, args.rounds, one)
     cell.release()
     hash_ns = med([r[0] for r in runs["hash"]]) * 1e9
     print(f"\n[routing] CPU per tuple routed, {args.routing_tuples:,} tuples, one batch")
@@ -150,11 +149,11 @@ def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tupl
 
 def section_fixed(spark: Any, args: argparse.Namespace) -> None:
     topk = LoadedCell(spark, topk_params(args, strategies=["hash"]))
-    runs = topk.side_by_side(spark, ["hash"], RoundPolicy(args.repeats, args.repeats)).summaries
+    runs = topk.side_by_side(spark, ["hash"], RoundPolicy(args.rounds, args.rounds)).summaries
     plain_ms, _ = plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=True)
     topk.release()
     eq5 = LoadedCell(spark, eq5_params(args, ["hash"]))
-    eq5_runs = eq5.side_by_side(spark, ["hash"], RoundPolicy(args.repeats, args.repeats)).summaries
+    eq5_runs = eq5.side_by_side(spark, ["hash"], RoundPolicy(args.rounds, args.rounds)).summaries
     eq5.release()
     topk_ms = med([s["node_fixed_s"] for s in runs["hash"]]) * 1e3
     eq5_ms = med([s["node_fixed_s"] for s in eq5_runs["hash"]]) * 1e3
@@ -174,10 +173,10 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
         tuples = sum(b.received_tuples for b in batches)
         return work / tuples, summary["node_work_per_tuple_us"] * 1e3
 
-    runs = fixed_rounds(["hash"], args.repeats, one)
+    runs = fixed_rounds(["hash"], args.rounds, one)
     floors = [
         plain_reduce_ms(spark, topk, topk.params["n_nodes"], empty=False)[1]
-        for _ in range(args.repeats)
+        for _ in range(args.rounds)
     ]
     topk.release()
     engine_ns = med([r[0] for r in runs["hash"]]) * 1e9
@@ -190,12 +189,16 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
     print(f"  target <= 2x: {ratio:.2f}x, {verdict(ratio <= 2.0)}")
 
 
-def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]]:
+def section_signal(spark: Any, args: argparse.Namespace) -> None:
     names = ["hash", "qmmp", "mnrt"]
     topk = LoadedCell(spark, topk_params(args, strategies=names))
-    runs = topk.side_by_side(spark, names, RoundPolicy(args.repeats, args.repeats)).summaries
+    policy = RoundPolicy(args.rounds, args.rounds)
+    found = topk.side_by_side(spark, names, policy, report_run(), report_round())
     topk.release()
-    print("\n[signal] the default run (TOPK, 4.5M tuples, 6 batches, 8 nodes)")
+    runs = found.summaries
+    print(
+        f"\n[signal] the default run (TOPK, 4.5M tuples, 6 batches, 8 nodes), {args.rounds} rounds"
+    )
     print(
         f"  {'strategy':>9} {'r2':>6} {'resid ms':>9} {'us/tuple':>9} {'fixed ms':>9} "
         f"{'node s':>7} {'route s':>8} {'mig s':>8} {'cap M/s':>8}"
@@ -221,27 +224,204 @@ def section_signal(spark: Any, args: argparse.Namespace) -> dict[str, list[dict]
             f"  target migration <= 10% of node service, {name}: {share:.1%}, "
             f"{verdict(share <= 0.10)}"
         )
-    print(f"  mean [bootstrap 95% CI] over {args.repeats} runs; a winner only where CIs separate")
-    for metric, scale, unit, better in (
-        ("capacity_tuples_per_s", 1e-6, "M tuples/s", max),
-        ("makespan_s_total", 1.0, "s node service", min),
-        ("route_s_total", 1.0, "s routing", min),
-        ("latency_p99_s", 1.0, "s p99", min),
-    ):
-        stats = {n: repetition_stats([r[metric] for r in runs[n]]) for n in names}
-        cells = [
-            f"{n} {st['mean'] * scale:.3g} [{st['ci95_lo'] * scale:.3g}, "
-            f"{st['ci95_hi'] * scale:.3g}]"
-            for n, st in stats.items()
-        ]
-        best = better(names, key=lambda n: stats[n]["mean"])
-        others = [n for n in names if n != best]
-        if better is max:
-            apart = all(stats[best]["ci95_lo"] > stats[n]["ci95_hi"] for n in others)
-        else:
-            apart = all(stats[best]["ci95_hi"] < stats[n]["ci95_lo"] for n in others)
-        print(f"  {unit}: " + "; ".join(cells) + f" -> {best if apart else 'no winner'}")
-    return runs
+    print("  verdicts against hash on the paired rounds (balancebench.stats):")
+    for line in verdict_lines(found):
+        print(f"    {line}")
+
+
+def _cv(values: list[float]) -> float:
+    """Round-to-round coefficient of variation (sample std / mean)."""
+    arr = np.asarray(values, dtype=float)
+    return float(arr.std(ddof=1) / arr.mean()) if len(arr) > 1 and arr.mean() else float("nan")
+
+
+DEFAULT_NAMES = ["hash", "qmmp", "mnrt"]
+
+
+def noise_cells(args: argparse.Namespace) -> dict[str, tuple[ExperimentSpec, list[str]]]:
+    """The cells the noise section measures: the default run's, and the crossover's
+    TOPK s = 1.4 cell at 1M tuples per node and batch (4 nodes, 3 batches: where the
+    README says balancing pays), each with the strategies it compares."""
+    cells = {
+        "default": (
+            topk_params(args, strategies=["hash", "qmmp", "mnrt"]),
+            ["hash", "qmmp", "mnrt"],
+        ),
+        "crossover": (
+            ExperimentSpec.checked(
+                {
+                    "workload": "topk",
+                    "strategies": ["hash", "qmmp"],
+                    "zipf_s": 1.4,
+                    "n_nodes": 4,
+                    "n_senders": 4,
+                    "n_batches": 3,
+                    "window_s": 0.0,
+                    "n_tuples": 12_000_000,
+                    "input_rate_tuples_per_s": 4_000_000.0,
+                    "n_keys": 10_000,
+                    "topic_stream_drift_period_s": 0.0,
+                    "warmup_batches": 2,
+                    "seed": 1,
+                }
+            ),
+            ["hash", "qmmp"],
+        ),
+    }
+    return {k: cells[k] for k in args.noise_cells}
+
+
+def machine_floor(spark: Any, n: int, task_s: float, batches: int, jobs: int) -> dict:
+    """The machine's own noise at a node task's size: one fixed Spark job (``n`` tasks,
+    each a hash aggregate over cached rows, sized to about ``task_s`` of CPU) run ``jobs``
+    times; the CV of one task's CPU across jobs, and of ``batches`` jobs' summed slowest
+    task (what node service sums)."""
+    from pyspark.sql import functions as F
+
+    from balancebench.spark.task_metrics import TaskMetricsReader, task_cpu_s
+
+    reader = TaskMetricsReader(spark.sparkContext)
+
+    def job(frame: Any) -> np.ndarray:
+        group = f"floor-{time.time_ns()}"
+        spark.sparkContext.setJobGroup(group, "machine floor")
+        frame.groupBy((F.col("id") % 997).alias("k")).agg(
+            F.sum(F.xxhash64("id") % 1000)
+        ).write.format("noop").mode("overwrite").save()
+        tracker = spark.sparkContext.statusTracker()
+        stages = sorted(
+            sid for j in tracker.getJobIdsForGroup(group) for sid in tracker.getJobInfo(j).stageIds
+        )
+        lists = [reader.stage_tasks(sid) or [] for sid in stages]
+        return task_cpu_s(next((t for t in lists if len(t) == n), []))  # the map stage
+
+    pilot_rows = 200_000
+    pilot = spark.range(0, n * pilot_rows, numPartitions=n).cache()
+    pilot.count()
+    for _ in range(3):  # warm the code up, then size the rows to the node task's CPU
+        cpu = job(pilot)
+    pilot.unpersist()
+    per_row = float(np.median(cpu)) / pilot_rows if len(cpu) else 0.0
+    # Bounded: a task of 10k to 5M rows (a bad pilot must not cache the disk full).
+    rows = int(np.clip(task_s / per_row if per_row > 0 else pilot_rows, 10_000, 5_000_000))
+    frame = spark.range(0, n * rows, numPartitions=n).cache()
+    frame.count()
+    per_job = [job(frame) for _ in range(jobs)]
+    frame.unpersist()
+    tasks = np.array([w for w in per_job if len(w) == n])
+    slowest = tasks.max(axis=1)
+    sums = [
+        float(slowest[i : i + batches].sum()) for i in range(0, len(slowest) - batches + 1, batches)
+    ]
+    return {
+        "task_ms": float(tasks.mean() * 1e3),
+        "task_cv": float(np.median(tasks.std(axis=0, ddof=1) / tasks.mean(axis=0))),
+        "run_cv": _cv(sums),
+        "runs": len(sums),
+    }
+
+
+def section_noise(spark: Any, args: argparse.Namespace) -> None:
+    """Round-to-round noise of the headline figures, and where it comes from."""
+    for cell_name, (params, names) in noise_cells(args).items():
+        noise_of_cell(spark, args, cell_name, params, names)
+
+
+def noise_of_cell(
+    spark: Any, args: argparse.Namespace, cell_name: str, params: ExperimentSpec, names: list[str]
+) -> None:
+    """One cell's rounds, the CV of each headline figure and the sources of its noise."""
+    cell = LoadedCell(spark, params)
+    batches: dict[str, list[list[Any]]] = {n: [] for n in names}
+
+    def run(name: str, _: int) -> dict[str, float]:
+        measured, summary = cell.run(spark, name)
+        batches[name].append(measured)
+        return summary
+
+    policy = RoundPolicy(args.rounds, args.rounds)
+    found = run_rounds(names, run, policy, report_run(f"{cell_name}: "))
+    per_node = float(
+        np.mean([b.node_received.mean() for runs in batches.values() for r in runs for b in r])
+    )
+    floor = machine_floor(
+        spark, params.n_nodes, int(per_node), params.n_batches, 6 * params.n_batches
+    )
+    cell.release()
+    print(
+        f"\n[noise] {cell_name} cell: {params.workload.name}, s={params['zipf_s']:g}, "
+        f"{params['n_tuples']:,} tuples, {params.n_batches} batches, {params.n_nodes} "
+        f"nodes; {args.rounds} rounds; round-to-round CV (std / mean over the rounds)"
+    )
+    print(
+        f"  {'strategy':>9} {'capacity':>9} {'node svc':>9} {'routing':>9} {'p99':>7}  "
+        f"{'batch max':>9} {'batch sum':>9} {'fixed ms':>8} {'GC share':>8}"
+    )
+    for name in names:
+        s = found.summaries[name]
+        runs = batches[name]
+        max_cv = np.median([_cv([r[b].makespan_s for r in runs]) for b in range(len(runs[0]))])
+        sum_cv = np.median(
+            [_cv([float(r[b].node_work_s.sum()) for r in runs]) for b in range(len(runs[0]))]
+        )
+        print(
+            f"  {name:>9} {_cv([x['capacity_tuples_per_s'] for x in s]):>9.1%} "
+            f"{_cv([x['makespan_s_total'] for x in s]):>9.1%} "
+            f"{_cv([x['route_s_total'] for x in s]):>9.1%} "
+            f"{_cv([x['latency_p99_s'] for x in s]):>7.1%}  {max_cv:>9.1%} {sum_cv:>9.1%} "
+            f"{med([x['node_fixed_s'] for x in s]) * 1e3:>8.1f} "
+            f"{_gc_share(runs):>8.1%}"
+        )
+    # Where node service's variance sits: per batch, and the slowest node against the
+    # nodes' mean (a straggler that noise makes the slowest).
+    hash_runs = batches[names[0]]
+    per_batch = np.array([[b.makespan_s for b in r] for r in hash_runs])
+    shares = per_batch.var(axis=0, ddof=1) / max(per_batch.sum(axis=1).var(ddof=1), 1e-18)
+    print(
+        f"  {names[0]}'s node service variance: each batch's own "
+        + ", ".join(f"b{i} {v:.0%}" for i, v in enumerate(shares))
+        + f"; the rest ({1 - shares.sum():.0%}) is the batches of a run moving together"
+    )
+    base = [x["makespan_s_total"] for x in found.summaries[names[0]]]
+    for n in names[1:]:
+        mine = [x["makespan_s_total"] for x in found.summaries[n]]
+        logs = np.log(np.array(mine) / np.array(base))
+        apart = np.sqrt(2) * _cv(mine)
+        print(
+            f"  paired log-ratio sd of node service, {n}/{names[0]}: "
+            f"{logs.std(ddof=1):.3f} (unpaired it would be about {apart:.3f})"
+        )
+    print(
+        f"  machine floor, a fixed Spark job of the same size ({params.n_nodes} tasks of "
+        f"{floor['task_ms']:.0f} ms CPU): one task's CPU CV {floor['task_cv']:.1%}; "
+        f"{params.n_batches} jobs' summed slowest task CV {floor['run_cv']:.1%} "
+        f"({floor['runs']} runs)"
+    )
+    print(
+        "  node_fixed_s: one calibration per loaded cell, the same in every round: "
+        "no part of the CV"
+    )
+    for line in verdict_lines(found):
+        print(f"  {line}")
+    worst = max(
+        _cv([x[f] for x in found.summaries[n]])
+        for n in names
+        for f in ("makespan_s_total", "capacity_tuples_per_s")
+    )
+    print(
+        f"  target CV <= 3% for node service and capacity ({cell_name} cell): worst "
+        f"{worst:.1%}, {verdict(worst <= 0.03)}"
+    )
+
+
+def _gc_share(runs: list[list[Any]]) -> float:
+    """The share of the runs' node CPU spent while the JVM collected garbage (``jvmGcTime``
+    of the node tasks, where the engine read it; NaN if not)."""
+    gc = [b.extra.get("node_gc_s") for r in runs for b in r]
+    if not gc or any(g is None for g in gc):
+        return float("nan")
+    work = sum(float(b.node_work_s.sum()) for r in runs for b in r)
+    return float(sum(gc) / work) if work else float("nan")
 
 
 def eq5_params(args: argparse.Namespace, names: list[str]) -> ExperimentSpec:
@@ -311,7 +491,7 @@ def section_migration(spark: Any, args: argparse.Namespace) -> None:
             "migration_s": costs.migration_s,
         }
 
-    runs = fixed_rounds(list(shares), args.repeats, one)
+    runs = fixed_rounds(list(shares), args.rounds, one)
     cell.release()
     rows = {k: med([r["rows"] for r in v]) for k, v in runs.items()}
     base = med([r["spent_s"] for r in runs["none"]])
@@ -356,7 +536,13 @@ def section_migration(spark: Any, args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", nargs="*", choices=SECTIONS, default=list(SECTIONS))
-    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--rounds", type=positive_int, default=5, help="rotated rounds per section")
+    parser.add_argument(
+        "--noise-cells",
+        nargs="*",
+        choices=("default", "crossover"),
+        default=["default", "crossover"],
+    )
     parser.add_argument("--routing-tuples", type=positive_int, default=1_000_000)
     parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (eq5)")
     parser.add_argument(
@@ -374,7 +560,9 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from balancebench.spark.session import get_session
 
-    spark = get_session("balancebench-engine-costs", master="local[*]")
+    spark = get_session(
+        "balancebench-engine-costs", master=os.environ.get("BENCH_MASTER", "local[*]")
+    )
     started = time.perf_counter()
     for name in args.sections:
         globals()[f"section_{name}"](spark, args)

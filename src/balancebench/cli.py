@@ -460,18 +460,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
             )
     console.print(table)
     if found.rows:
-        verdicts = Table(title="verdicts against the baseline on the paired rounds")
-        for column in ("figure", "strategy", "mean", "verdict"):
-            verdicts.add_column(column, justify="right" if column == "mean" else "left")
-        means = found.means()
-        for row in found.rows:
-            verdicts.add_row(
-                figure_words(row.figure),
-                f"{row.strategy} vs {row.baseline}",
-                _fmt(means.get(row.strategy, {}).get(row.figure)),
-                row.verdict.text(),
-            )
-        console.print(verdicts)
+        console.print(_verdict_table(found))
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
     out = results_dir() / parent
     print(f"results:      {out}/comparison.csv, verdicts.csv, comparison.png")
@@ -480,6 +469,29 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     print(f"MLflow store: {tracking.tracking_uri()}")
     print("\n".join(tracking.how_to_open(parent_run.info.experiment_id, parent)))
     return status == "FINISHED" and rows is not None
+
+
+def _verdict_table(found: Any) -> Table:
+    """Per headline figure: each strategy's mean [95% interval] over the rounds, its
+    ratio to the baseline [interval] on the paired rounds, and the verdict."""
+    table = Table(title="verdicts: each strategy against the baseline on the paired rounds")
+    for column in ("figure", "strategy", "mean [95% CI]", "ratio [interval]", "verdict"):
+        table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
+    for figure in dict.fromkeys(r.figure for r in found.rows):
+        rows = [r for r in found.rows if r.figure == figure]
+        base = rows[0].baseline
+        for i, name in enumerate([base, *(r.strategy for r in rows)]):
+            cols = found.columns.get(name, {})
+            mean = _interval(*(cols.get(f"{figure}_{k}") for k in ("mean", "ci95_lo", "ci95_hi")))
+            if i == 0:
+                table.add_row(figure_words(figure), name, mean, "1", "(baseline)")
+                continue
+            v = rows[i - 1].verdict
+            ratio = (
+                f"{v.ratio.estimate:.3f} [{v.ratio.lo:.3f}, {v.ratio.hi:.3f}]" if v.ratio else "-"
+            )
+            table.add_row("", name, mean, ratio, v.text())
+    return table
 
 
 def _interval(mean: object, lo: object, hi: object) -> str:

@@ -478,6 +478,11 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "included; merge: an aggregation's merge at the keys' home nodes; durable: writing "
         "the state to reliable files), seconds: where the node work goes."
     ),
+    "node_gc_s": (
+        "[per batch] summed jvmGcTime of the node stages' tasks: the JVM's garbage collection "
+        "while they ran (seconds of wall, shared by the tasks running at once; Spark's own "
+        "metric). Noise diagnosis, never charged (benchmarks/engine_costs.py --sections noise)."
+    ),
     "retried_stages": (
         "[per batch] Spark stages of the batch that ran more than once (partitions rerun "
         "after a lost executor), a count; 0 without a fault. Their time figures include the "

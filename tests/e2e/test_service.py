@@ -35,7 +35,8 @@ SLOW = "topk · qmmp · s=1 · N=4"
 SWEEP = {
     **{k: v for k, v in TINY.items() if k != "n_nodes"},  # n_nodes is a grid axis here
     "grid": CELLS,
-    "repetitions": 1,
+    "min_rounds": 1,
+    "max_rounds": 1,
     "experiment": "e2e-nightly",
     # The figure the test slows. The suite runs on 3 workers sharing 2 cores, so the
     # other timed figures move with the neighbours' load, not with the code.
@@ -43,7 +44,13 @@ SWEEP = {
 }
 # Triggered by hand while the first sweep runs: the two DAG runs' tasks share the scheduler,
 # the executor's slots, Airflow's database and the MLflow server.
-MANUAL = {**TINY, "strategies": ["hash"], "experiment": "e2e-concurrent-service"}
+MANUAL = {
+    **TINY,
+    "strategies": ["hash"],
+    "min_rounds": 1,
+    "max_rounds": 1,
+    "experiment": "e2e-concurrent-service",
+}
 COMPONENTS = ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
 JUST_PAST = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=3)
 # What a database in trouble writes (SQLAlchemy's wrapper of driver errors, PostgreSQL's
@@ -200,7 +207,7 @@ def sweeps(service):
     manual_run = api.trigger("balance_experiment", MANUAL)
     first = api.wait(sweep_run)
     manual = api.wait(manual_run)
-    # One repetition each: the regression rule needs one earlier result, and the two
+    # One round each: the regression rule needs one earlier result, and the two
     # cells of a sweep already run side by side (make test's time is near its bound).
     second = api.run_dag(
         "nightly_sweep", {**SWEEP, "test_slow_cell": SLOW, "test_slow_plan_work_ms": 1500}
@@ -248,7 +255,7 @@ def _field(dialog, param: str):
     """A Param's field in the trigger form, its section opened (the form shows at most
     one section at a time)."""
     field = dialog.locator(f"input[name=element_{param}]")
-    for section in ("Sweep", "Experiment", "Dataset", "Sweep"):
+    for section in ("Sweep", "Rounds", "Experiment", "Dataset", "Sweep"):
         if field.is_visible():
             break
         dialog.get_by_role("button", name=section, exact=True).click()
@@ -261,7 +268,7 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
     assert state == "success", tis
     # One task (one Spark application) for the workload and N, named after its cells.
     names = [t["rendered_map_index"] for t in tis if t["task_id"] == "run_application"]
-    assert names == ["application 1 of 1: topk · N=4 · s=1 (2 runs)"]
+    assert names == ["application 1 of 1: topk · N=4 · s=1 (1 cell group(s) x 1-1 rounds)"]
     parents = _sweep_parents()
     assert len(parents) == 2
     parent = parents.iloc[0]
@@ -277,7 +284,8 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
         positions += list(reps["tags.balancebench.run_index"])
         lo, mean, hi = (cell[f"metrics.latency_p99_s_{s}"] for s in ("ci95_lo", "mean", "ci95_hi"))
         assert lo <= mean <= hi
-        assert cell["metrics.repetitions_finished"] == 1
+        assert cell["metrics.rounds_finished"] == 1
+        assert cell["tags.balancebench.rounds_stopped"] == "max_rounds (1) reached"
         # Only the Params that apply: no other dataset's or strategy's fields.
         params = [c for c in cells.columns if c.startswith("params.") and cell[c] is not None]
         assert not any(
@@ -406,7 +414,8 @@ def test_the_report_page_renders_in_a_real_browser(service, sweeps):
         regressed = page.locator("table#cells tr.regressed").all_inner_texts()
         flagged = page.locator("#regressions li").all_inner_texts()
         links = page.eval_on_selector_all("table#cells a", "as => as.map(a => a.href)")
-        few = page.locator("#few").inner_text()
+        few = page.locator("#few").all_inner_texts()
+        few = few[0] if few else ""
         few_cells = page.locator("table#cells td.few").count()
         verdicts = page.locator("figcaption li li").all_inner_texts()
         captions = page.locator("figcaption").all_inner_texts()
@@ -424,11 +433,10 @@ def test_the_report_page_renders_in_a_real_browser(service, sweeps):
     assert any(SLOW in line and "plan_time_ms_mean" in line for line in flagged)
     assert all("/#/experiments/" in link for link in links) and len(links) == 2
     assert "/runs/" in run_page and "workflowType=machine_learning" in run_page
-    # One repetition a cell: said, and no winner named on it.
-    assert few.startswith("2 cell(s) with fewer than 3 repetitions"), few
-    assert few_cells == 2
-    assert verdicts and all("fewer than 3 repetitions: no winner named" in v for v in verdicts)
-    assert captions and all("bars: bootstrap 95% CI" in c for c in captions)
+    # One round a cell: no interval, so no verdict is decided and none is in bold.
+    assert few == "" and few_cells == 0
+    assert verdicts and all("qmmp vs hash: no ratio (1 round(s)" in v for v in verdicts)
+    assert captions and all("bars: Student-t 95% interval" in c for c in captions)
     # What the regression check compared against, per cell: tonight, the baseline and
     # the earlier run it came from.
     checked = {row.split("\t")[0]: row.split("\t") for row in history[1:]}
@@ -493,7 +501,8 @@ def test_mlflow_opens_on_the_runs_table_with_the_headline_apart(service, sweeps)
     parent = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
     ).iloc[0]
-    child = tracking.child_runs(parent["run_id"]).iloc[0]
+    cell = tracking.child_runs(parent["run_id"]).iloc[0]
+    child = tracking.child_runs(cell["run_id"]).iloc[0]  # the cell's one round
     metrics = mlflow.MlflowClient().get_run(child["run_id"]).data.metrics
     per_section = {
         "batch": sum(k.startswith("batch/") for k in metrics),
@@ -534,7 +543,8 @@ def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sw
     }
     typed = {
         "experiment": "e2e-stopped",
-        "repetitions": "1",
+        "min_rounds": "1",
+        "max_rounds": "1",
         **{k: str(v) for k, v in TINY.items() if k != "n_nodes"},
     }
     with sync_playwright() as p:
@@ -586,7 +596,7 @@ def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sw
         found = (
             mlflow.search_runs(
                 [exp.experiment_id],
-                filter_string=f"{this_run} AND tags.`balancebench.role` = 'repetition'",
+                filter_string=f"{this_run} AND tags.`balancebench.role` = 'round'",
             )
             if exp
             else []
@@ -607,4 +617,4 @@ def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sw
     assert parent["status"] == "KILLED"
     assert "manually set" in parent["tags.balancebench.killed_reason"]
     assert set(runs["status"]) <= {"KILLED", "FINISHED"}
-    assert (runs["tags.balancebench.role"] == "repetition").any()  # a cell's run was open
+    assert (runs["tags.balancebench.role"] == "round").any()  # a cell's round was open

@@ -169,6 +169,9 @@ class GroupWork:
     #: tasks waited for one (:func:`core_wait_s`, summed over the stages).
     cores: int = 1
     core_wait_s: float = 0.0
+    #: Summed ``jvmGcTime`` (s) of the node stages' tasks: the JVM's garbage collection
+    #: while they ran (wall; shared by the tasks running at once). Noise diagnosis only.
+    node_gc_s: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
@@ -266,6 +269,7 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
         work.node_records_read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics]
     )
     np.add.at(work.node_input_records, nodes, [m["inputMetrics"]["recordsRead"] for m in metrics])
+    work.node_gc_s += sum(m.get("jvmGcTime", 0) for m in metrics) / 1e3
     stage = np.zeros(n_nodes)
     np.add.at(stage, nodes, cpu)
     work.stage_cpu_s.append(stage)
