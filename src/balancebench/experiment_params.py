@@ -119,7 +119,9 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "type": "integer",
         "minimum": 1,
         "maximum": 1000,
-        "default": 10,
+        # make run's default run (3 strategies, 4.5M tuples) takes about 27 s a round
+        # here: 6 rounds keep it within 5 minutes (measured 2026-11-28).
+        "default": 6,
         "title": "Rounds: at most",
         "description": "After min_rounds, rounds are added one at a time until every "
         "headline figure's verdict is decided (faster, slower, or equivalent within "
@@ -450,26 +452,27 @@ class ExperimentSpec(Mapping[str, Any]):
         return str(self._values["experiment"])
 
 
-#: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-28, the
-#: default run's strategies in rounds in one application): the application's start
-#: (spark-submit, session, the dataset's load and first warm-up) ~30 s; a measured run
-#: 6-7 s over 6 batches of 750k tuples (about 0.4 s a batch of fixed cost, the rest per
-#: tuple); a strategy's warm-up about a run's batches' fixed cost.
+#: The cost model of ``estimate_run_s``, measured on the 2-core machine (2026-11-28,
+#: ``make run``: the default run's strategies in rounds in one application): the
+#: application's start (spark-submit, session, the dataset's load) ~30 s; a strategy's
+#: first run (its warm-up and the JIT's first work) ~10 s more than the others; a run
+#: 7-10 s over 6 batches of 750k tuples, about 1 s a batch of the engine's fixed work
+#: (jobs, the oracle, statistics) and the rest per tuple.
 APP_FIXED_S = 30.0
-BATCH_FIXED_S = 0.4
-TUPLE_S = 0.9e-6
+FIRST_RUN_S = 10.0
+BATCH_FIXED_S = 1.0
+TUPLE_S = 0.5e-6
 
 
 def estimate_run_s(params: dict[str, Any], rounds: int | None = None) -> float:
     """Seconds a ``balance_experiment`` run of these Params takes here, roughly (within
-    about x2): the application's start, a warm-up per strategy, and ``rounds`` (default
+    about x2): the application's start, each strategy's first run, and ``rounds`` (default
     ``min_rounds``) rounds of every strategy, a run costing a fixed part per batch plus a
     part per tuple (``n_tuples``; a user file's length is not known before it is read)."""
     tuples = 0 if params["dataset"] == "user_file" else params["n_tuples"]
     run_s = params["n_batches"] * BATCH_FIXED_S + tuples * TUPLE_S
-    warm_s = min(params["warmup_batches"], params["n_batches"]) * BATCH_FIXED_S
     rounds = params["min_rounds"] if rounds is None else rounds
-    return APP_FIXED_S + len(params["strategies"]) * (warm_s + rounds * run_s)
+    return APP_FIXED_S + len(params["strategies"]) * (FIRST_RUN_S + rounds * run_s)
 
 
 def check_work(params: dict[str, Any]) -> None:

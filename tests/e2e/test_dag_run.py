@@ -96,10 +96,14 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     out = done.stdout
     assert "results:" in out and "latency_p50_s" in out, out[-3000:]
-    # The verdicts table: every headline figure of mnrt against hash, in the three words.
-    assert "verdicts against the baseline on the paired rounds" in out
+    # The verdicts table: every headline figure, hash's mean as the baseline, mnrt's
+    # mean, ratio and verdict.
+    assert "verdicts: each strategy against the baseline on the paired rounds" in out
     for words in ("capacity", "node service", "routing", "p99 latency"):
-        assert re.search(rf"{words}\s+│ mnrt vs hash", out), words
+        assert re.search(rf"│ {words}\s+│\s+hash │ .* │\s+1 │ \(baseline\)", out), words
+    verdict_rows = [line for line in out.splitlines() if re.search(r"│\s+mnrt │", line)]
+    assert len(verdict_rows) == 4, out[-4000:]
+    assert all(re.search(r"faster|slower|equivalent|no clear|no ratio", r) for r in verdict_rows)
     parents = _parents("e2e")
     assert len(parents) == 1
     parent = parents.iloc[0]
