@@ -5,18 +5,22 @@ paper 001's Figs. 6-7 (its parallelization schemes on the engine) through
 
     uv run python benchmarks/paper_figures.py              # all (paper 000: hours)
     uv run python benchmarks/paper_figures.py --only backpressure_volume
-    uv run python benchmarks/paper_figures.py --only 000-3a --repetitions 4
+    uv run python benchmarks/paper_figures.py --only 000-3a --min-rounds 5 --max-rounds 8
 
 Each paper 000 figure is one ``balancebench figure <key>`` (a real ``airflow dags test``
-of the sweep: datasets, GX validation, one Spark application per cell group running its
-strategies and repetitions side by side in rotated order, every batch checked by the
-oracle, one MLflow run per repetition). The figure, its table and its
-``.components.csv`` (routing, node service, migration, plan, imbalance per strategy and
-x, mean and CI: what a "not reproduced" is traced to) are copied to ``docs/figures/``.
-Each model experiment is one ``balancebench run-model --conf ...`` (its CONF is below),
-with its figure and summary table (mean and bootstrap 95% CI per metric). Every figure's
-wall time and repetitions go to ``docs/data/paper_figures.csv`` (one row per figure, the
-latest run), which the README's readings quote.
+of the sweep: datasets, GX validation, one Spark application running each cell group's
+strategies in paired, rotated rounds, every batch checked by the oracle, one MLflow run
+per round), with a share of ``--minutes`` as the figure's budget for rounds beyond the
+minimum. The figure, its table, its ``.components.csv`` (routing, node service,
+migration, plan, imbalance per strategy and x, mean and interval: what a "not
+reproduced" is traced to) and its ``.rounds.csv`` (every round's figures: what the
+README's verdicts are computed from) are copied to ``docs/figures/``. Each model
+experiment is one ``balancebench run-model --conf ...`` (its CONF is below), with its
+figure, summary table (mean and Student-t 95% interval per metric) and
+``.repetitions.csv`` (every repetition's metrics; repetition r of every strategy shares
+its seed, so they pair). Every figure's wall time and rounds go to
+``docs/data/paper_figures.csv`` (one row per figure, the latest run), which the README's
+readings quote.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from balancebench import tracking
 from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES
 from balancebench.paths import results_dir
 from balancebench.schema import positive_int
-from balancebench.sweep_grid import cells, validate_sweep_params
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures"
@@ -44,10 +47,10 @@ EXPERIMENTS: dict[str, dict] = {
     # Paper 002 Figs. 6-9: runtime, throughput, latency at parallelism 8 (and 16 below).
     # 10M words, so each task's measured Spark CPU time (~0.1-1 s) is well above the
     # empty job's and scales with the task's size (at the 200k default it is ms of noise).
-    "scheduling_p8": {"model": "scheduling", "repetitions": 3, "tasks_total_words": 10_000_000},
+    "scheduling_p8": {"model": "scheduling", "repetitions": 5, "tasks_total_words": 10_000_000},
     "scheduling_p16": {
         "model": "scheduling",
-        "repetitions": 3,
+        "repetitions": 5,
         "tasks_total_words": 10_000_000,
         "tasks_sizes": [10, 8, 6, 10, 8, 6, 4, 4] * 2,
     },
@@ -55,7 +58,7 @@ EXPERIMENTS: dict[str, dict] = {
     # 6 cores spans cluster use 0.5-1.0 under SWPTS, so adaptive switches at some eps.
     "scheduling_eps": {
         "model": "scheduling",
-        "repetitions": 3,
+        "repetitions": 5,
         "tasks_total_words": 10_000_000,
         "grid": {
             "scheduling_eps": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
@@ -65,21 +68,21 @@ EXPERIMENTS: dict[str, dict] = {
     # Paper 001 §5.2 Fig. 8: utilisation mean/std over time; the mean moves 2000 -> 8000 ...
     "elastic_mean_shift": {
         "model": "elastic",
-        "repetitions": 3,
+        "repetitions": 5,
         "phone_stream_sigma_from": 100.0,
         "phone_stream_sigma_to": 100.0,
     },
     # ... and sigma shrinks 100 -> 25 in 25 steps (mean fixed).
     "elastic_sigma_shrink": {
         "model": "elastic",
-        "repetitions": 3,
+        "repetitions": 5,
         "phone_stream_mean_from": 5000.0,
         "phone_stream_mean_to": 5000.0,
     },
     # Paper 003 Figs. 7-8 / Table 2: completion over time and vs volume, 500 MB - 5 GB.
     "backpressure_volume": {
         "model": "backpressure",
-        "repetitions": 3,
+        "repetitions": 5,
         "packets_total_mb": 5000,
         # The packet trace is the one generated dataset, so with size / rate service times
         # every repetition would be the same number: exponential service times (each
@@ -92,7 +95,7 @@ EXPERIMENTS: dict[str, dict] = {
     "backpressure_alpha_beta": {
         "model": "backpressure",
         "strategies": ["migration"],
-        "repetitions": 3,
+        "repetitions": 5,
         "packets_total_mb": 5000,
         "backpressure_service_time_distribution": "exponential",
         "grid": {
@@ -105,7 +108,7 @@ EXPERIMENTS: dict[str, dict] = {
     "backpressure_recovery_rules": {
         "model": "backpressure",
         "strategies": ["migration"],
-        "repetitions": 3,
+        "repetitions": 5,
         "packets_total_mb": 2000,
         "backpressure_service_time_distribution": "exponential",
         "grid": {
@@ -116,7 +119,7 @@ EXPERIMENTS: dict[str, dict] = {
     # Paper 004 Figs. 1-4: fluctuation, load moved, latency over time; latency vs load.
     "overlay_load": {
         "model": "overlay",
-        "repetitions": 3,
+        "repetitions": 5,
         "grid": {"overlay_target_load": [0.2, 0.4, 0.6, 0.8]},
     },
 }
@@ -127,12 +130,13 @@ PAPER_000 = [f"000-{key}" for key in FIGURES]
 PAPER_001 = "001-6-7"
 
 
-#: One row per figure: its repetitions, runs and wall time when last made.
+#: One row per figure: its rounds (or a model's repetitions: the fewest a compared point
+#: had), runs and wall time when last made.
 TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
-TIMING_COLUMNS = ("figure", "repetitions", "runs", "wall_s", "made_utc", "source_run")
+TIMING_COLUMNS = ("figure", "rounds", "runs", "wall_s", "made_utc", "source_run")
 
 
-def record_timing(figure: str, repetitions: int, runs: int, wall_s: float, source: str) -> None:
+def record_timing(figure: str, rounds: int, runs: int, wall_s: float, source: str) -> None:
     """Replace ``figure``'s row of :data:`TIMINGS` (the other figures' rows stay)."""
     import csv
     from datetime import UTC, datetime
@@ -146,7 +150,7 @@ def record_timing(figure: str, repetitions: int, runs: int, wall_s: float, sourc
         dict(
             zip(
                 TIMING_COLUMNS,
-                [figure, repetitions, runs, f"{wall_s:.0f}", made, source],
+                [figure, rounds, runs, f"{wall_s:.0f}", made, source],
                 strict=True,
             )
         )
@@ -158,10 +162,15 @@ def record_timing(figure: str, repetitions: int, runs: int, wall_s: float, sourc
         writer.writerows(sorted(rows, key=lambda r: r["figure"]))
 
 
-def paper_000_figure(cli: Path, name: str, repetitions: int) -> bool:
+def paper_000_figure(cli: Path, name: str, args: argparse.Namespace) -> bool:
     key = name.removeprefix("000-")
-    conf = json.dumps({"repetitions": repetitions})
-    print(f"== paper 000 Fig. {key}: {FIGURES[key].title} ({repetitions} repetitions)", flush=True)
+    rounds = {"min_rounds": args.min_rounds, "max_rounds": args.max_rounds}
+    conf = json.dumps({**rounds, "max_estimated_hours": args.minutes / 60})
+    print(
+        f"== paper 000 Fig. {key}: {FIGURES[key].title} ({args.min_rounds}-{args.max_rounds} "
+        f"rounds, {args.minutes:g} min for rounds beyond the minimum)",
+        flush=True,
+    )
     started_ms = int(time.time() * 1000)
     started = time.perf_counter()
     done = subprocess.run([str(cli), "figure", key, "--conf", conf], cwd=ROOT)
@@ -172,12 +181,18 @@ def paper_000_figure(cli: Path, name: str, repetitions: int) -> bool:
         print(f"   FAILED ({done.returncode})", flush=True)
         return False
     png = Path(drawn)
-    copied = [png, png.with_suffix(".csv"), png.with_suffix(".components.csv")]
+    copied = [png, *(png.with_suffix(s) for s in (".csv", ".components.csv", ".rounds.csv"))]
     for path in copied:
         shutil.copy(path, OUT / path.name)
-    runs = len(cells(validate_sweep_params({"figure": key})["grid"])) * repetitions
-    record_timing(f"000-{key}", repetitions, runs, wall_s, f"sweep run {sweep['run_id']}")
-    print(f"   -> {OUT / png.name}, .csv, .components.csv ({wall_s / 60:.1f} min)", flush=True)
+    made = pd.read_csv(png.with_suffix(".rounds.csv"))
+    runs = len(made)
+    fewest = int(made.groupby(["strategy", "group"]).size().min())
+    record_timing(f"000-{key}", fewest, runs, wall_s, f"sweep run {sweep['run_id']}")
+    print(
+        f"   -> {OUT / png.name}, .csv, .components.csv, .rounds.csv ({runs} runs, "
+        f"{wall_s / 60:.1f} min)",
+        flush=True,
+    )
     return True
 
 
@@ -185,17 +200,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     choices = [*PAPER_000, PAPER_001, *EXPERIMENTS]
     parser.add_argument("--only", nargs="*", default=choices, choices=choices)
+    parser.add_argument("--min-rounds", type=positive_int, default=5, help="paper 000 figures")
+    parser.add_argument("--max-rounds", type=positive_int, default=10, help="paper 000 figures")
     parser.add_argument(
-        "--repetitions", type=positive_int, default=3, help="per cell of a paper 000 figure"
+        "--minutes",
+        type=float,
+        default=60 / len(PAPER_000),
+        help="a paper 000 figure's budget: rounds beyond the minimum start only within it",
     )
     args = parser.parse_args()
+    if args.max_rounds < args.min_rounds:
+        parser.error(f"--max-rounds: at least --min-rounds ({args.min_rounds})")
+    if not 0 < args.minutes <= 600:
+        parser.error("--minutes: more than 0, at most 600")
     OUT.mkdir(parents=True, exist_ok=True)
     cli = Path(sys.executable).parent / "balancebench"
     started = time.perf_counter()
     failed = []
     for name in args.only:
         if name in PAPER_000:
-            if not paper_000_figure(cli, name, args.repetitions):
+            if not paper_000_figure(cli, name, args):
                 failed.append(name)
             continue
         item_started = time.perf_counter()
@@ -209,9 +233,9 @@ def main() -> None:
                 continue
             wall_s = time.perf_counter() - item_started
             made = pd.read_csv(OUT / "paper001-fig6-7.csv")
-            runs = int(made["repeats"].sum())
-            reps = int(made["repeats"].min())
-            record_timing(name, reps, runs, wall_s, "benchmarks/parallelization.py --figure")
+            runs = int(made["rounds"].sum())
+            rounds = int(made["rounds"].min())
+            record_timing(name, rounds, runs, wall_s, "benchmarks/parallelization.py --figure")
             print(f"   done ({wall_s / 60:.1f} min)", flush=True)
             continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
@@ -226,6 +250,7 @@ def main() -> None:
         folder = results_dir() / latest["run_id"]
         shutil.copy(folder / f"{conf['model']}.png", OUT / f"{name}.png")
         shutil.copy(folder / "model_summary.csv", OUT / f"{name}.csv")
+        shutil.copy(folder / "model_repetitions.csv", OUT / f"{name}.repetitions.csv")
         points = len(pd.read_csv(folder / "model_summary.csv"))
         runs = points * conf["repetitions"]
         record_timing(name, conf["repetitions"], runs, wall_s, f"model run {latest['run_id']}")

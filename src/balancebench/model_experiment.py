@@ -23,6 +23,7 @@ from balancebench.models import get_model
 from balancebench.models.model_sweep import (
     log_sweep,
     model_points,
+    repetition_rows,
     run_points_on_spark,
     sweep_figure,
     sweep_params,
@@ -85,9 +86,11 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     table = pd.DataFrame(rows)
     csv = out / "model_summary.csv"
     table.to_csv(csv, index=False)
+    rounds_csv = out / "model_repetitions.csv"
+    pd.DataFrame(repetition_rows(params, results)).to_csv(rounds_csv, index=False)
     caption = (
         f"{params['repetitions']} repetition(s) per point (lines: the mean or repetition 0; "
-        f"the mean and bootstrap 95% CI of every metric: model_summary.csv); seed "
+        f"the mean and Student-t 95% interval of every metric: model_summary.csv); seed "
         f"{params['seed']}; {len(points)} model runs in {time.perf_counter() - started:.0f} s "
         "wall on Spark"
     )
@@ -95,6 +98,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     if spec.parent_run_id:
         client = tracking.client()
         client.log_artifact(spec.parent_run_id, str(csv))
+        client.log_artifact(spec.parent_run_id, str(rounds_csv))
         client.log_artifact(spec.parent_run_id, str(png))
         if measured:
             client.log_dict(spec.parent_run_id, measured, "measured_inputs.json")

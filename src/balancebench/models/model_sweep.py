@@ -16,7 +16,7 @@ runs each as one Spark task (``parallelize(points, len(points)).map(run_point)``
 a cluster the points spread over executors; :func:`log_sweep` writes one MLflow child
 per (strategy, parameter point): the sweep's Params that apply to its model
 (:func:`sweep_params`), the point's values, the metrics averaged over repetitions (with
-``<metric>_rep_std`` and the bootstrap 95% CI), repetition 0's series with ``step`` =
+``<metric>_rep_std`` and the Student-t 95% interval), repetition 0's series with ``step`` =
 sample index (``series_time_s`` gives the simulated time of each step), and every
 repetition's raw result in one JSON file under the artifact folder ``results/``.
 """
@@ -48,8 +48,8 @@ SWEEP_METRIC_DEFINITIONS: dict[str, str] = {
     "series_time_s": "[series] simulated time (s) of each series step (step = sample index).",
     "repetitions": "Repetitions of the (strategy, point) the other figures summarise (count).",
     "<metric>_rep_std": "Standard deviation (ddof 1) of <metric> over the repetitions.",
-    "<metric>_ci95_lo": "Percentile-bootstrap 95% CI of <metric>'s mean, lower end.",
-    "<metric>_ci95_hi": "Percentile-bootstrap 95% CI of <metric>'s mean, upper end.",
+    "<metric>_ci95_lo": "Student-t 95% interval of <metric>'s mean, lower end.",
+    "<metric>_ci95_hi": "Student-t 95% interval of <metric>'s mean, upper end.",
 }
 
 
@@ -283,7 +283,7 @@ REPETITION_SUFFIXES: tuple[str, ...] = ("_rep_std", "_ci95_lo", "_ci95_hi")
 
 def summarize_point(runs: list[tuple[ModelPoint, ModelResult, float]]) -> dict[str, float]:
     """Metrics of one (strategy, point) over its repetitions: the mean, and with more than
-    one repetition ``_rep_std`` and the bootstrap 95% CI of the mean (``_ci95_lo``,
+    one repetition ``_rep_std`` and the Student-t 95% interval of the mean (``_ci95_lo``,
     ``_ci95_hi``: :func:`balancebench.stats.repetition_stats`); ``repetitions`` counts
     them."""
     names = sorted(set().union(*(r.metrics for _, r, _ in runs)))
@@ -301,6 +301,27 @@ def summarize_point(runs: list[tuple[ModelPoint, ModelResult, float]]) -> dict[s
     out["model_events"] = events
     out["model_events_per_s"] = events / wall if wall > 0 else 0.0
     return out
+
+
+def repetition_rows(
+    params: dict[str, Any], results: list[tuple[ModelPoint, ModelResult, float]]
+) -> list[dict[str, Any]]:
+    """One row per (strategy, point, repetition) with its scalar metrics: the paired
+    values (repetition ``r`` of every strategy shares its seed) that verdicts between
+    strategies are computed from (``balancebench.stats.verdict``)."""
+    model = get_model(params["model"])
+    varied = [k[len(model.name) + 1 :] for k in sorted(params["grid"])]
+    rows = []
+    for point, result, _ in sorted(results, key=lambda x: (x[0].strategy, x[0].repetition)):
+        rows.append(
+            {
+                "strategy": point.strategy,
+                **{v: point.params[v] for v in varied},
+                "repetition": point.repetition,
+                **result.metrics,
+            }
+        )
+    return rows
 
 
 def metric_definitions(model: str) -> dict[str, str]:
