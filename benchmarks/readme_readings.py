@@ -5,17 +5,25 @@
 
 Every figure reading of the README is a block between ``<!-- reading: NAME -->`` and
 ``<!-- /reading -->`` whose text this script writes from ``docs/figures/*.csv`` and
-``docs/data/*.csv`` alone: where the numbers come from, how many repetitions they are,
-the table (mean and bootstrap 95% CI), the paper's claims judged one by one, and what the
-figure is made of. A claim is judged only where the CIs separate
-(:func:`balancebench.stats.intervals_apart`); overlapping CIs are "no clear difference".
-The check fails, naming the block, when the README's text differs from what the tables
-give (a number edited by hand, or a table re-made without its reading).
+``docs/data/*.csv`` alone: where the numbers come from, how many rounds they are, the
+table (mean and Student-t 95% interval over the rounds), the paper's claims judged one by
+one, and what the figure is made of. Every comparison is a verdict of the one statistics
+function (:func:`balancebench.stats.verdict`) on the figure's rounds
+(``<figure>.rounds.csv``; a model's ``<figure>.repetitions.csv``): two strategies at the
+same point on their paired rounds (a model's repetitions share their seed at every
+point, so they pair across points too), two points of one strategy otherwise on their
+rounds unpaired; at the per-look level of the rounds' stopping rule where rounds were
+added until decided. A claim is reproduced where the verdict says so ("X% faster
+[lo, hi]"), not reproduced where it says the opposite or "equivalent within ±m%", and
+"no clear difference" otherwise. The check fails, naming the block, when the README's
+text differs from what the tables give (a number edited by hand, or a table re-made
+without its reading).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -26,6 +34,15 @@ import numpy as np
 import pandas as pd
 
 from balancebench.plotting import strategy_order
+from balancebench.stats import (
+    DEFAULT_MARGIN,
+    HIGHER,
+    LOWER,
+    Outcome,
+    Verdict,
+    mean_interval,
+    verdict,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -33,22 +50,21 @@ FIGURES = ROOT / "docs" / "figures"
 TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
 BLOCK = re.compile(r"(<!-- reading: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /reading -->)", re.S)
 
-LOWER, HIGHER = "lower", "higher"
-
-
-def intervals_apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """Whether two CIs do not overlap (the readings' rule until they read rounds)."""
-    return a[1] < b[0] or b[1] < a[0]
-
 
 @dataclass(frozen=True)
 class Metric:
-    """A plotted figure: its column, what it is in words, its unit scale and direction."""
+    """A plotted figure: its column, what it is in words, its unit scale, its good
+    direction, and the words of a verdict's good and bad direction."""
 
     column: str
     words: str
     scale: float = 1.0
     better: str = LOWER
+    moves: tuple[str, str] = ("faster", "slower")
+
+
+#: The words of a count's verdicts (nodes, tuples): fewer is the good direction.
+COUNT = ("fewer", "more")
 
 
 def fmt(value: float) -> str:
@@ -71,68 +87,99 @@ def fmt(value: float) -> str:
     return f"{value:.2g}"
 
 
-def _interval(mean: float, lo: float, hi: float) -> tuple[float, float, float]:
-    """(mean, lo, hi) with an end within rounding of the mean set to it: the bootstrap
-    of identical values gives the value back up to float noise, which must not make two
-    equal samples "apart"."""
-    same = lambda a: bool(np.isclose(a, mean, rtol=1e-9, atol=0))  # noqa: E731
-    return float(mean), float(mean if same(lo) else lo), float(mean if same(hi) else hi)
+@dataclass(frozen=True)
+class Design:
+    """How a table's runs were made, as the verdicts need it: the equivalence margin,
+    the looks of the rounds' stopping rule (None: a fixed number of rounds), and whether
+    the rounds pair across points (a model's seeds) or only within one."""
+
+    margin: float = DEFAULT_MARGIN
+    looks: tuple[int, int] | None = None
+    paired_across_x: bool = False
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, paired_across_x: bool = False) -> Design:
+        """The design a rounds table records (``min_rounds``, ``max_rounds``,
+        ``equivalence_margin`` columns), the defaults where it records none."""
+        margin = DEFAULT_MARGIN
+        looks = None
+        if "equivalence_margin" in table:
+            margin = float(table["equivalence_margin"].iloc[0])
+        if {"min_rounds", "max_rounds"} <= set(table.columns):
+            first, last = int(table["min_rounds"].iloc[0]), int(table["max_rounds"].iloc[0])
+            looks = (first, last) if last > first and first >= 2 else None
+        return cls(margin, looks, paired_across_x)
 
 
 class Series:
-    """One metric of one figure table: (strategy, x) -> mean and CI (scaled)."""
+    """One metric of one figure: per (line, x) its value in each round (scaled)."""
 
-    def __init__(self, table: pd.DataFrame, x: str, metric: Metric, mean: str = "_mean") -> None:
-        lo, hi = "_ci95_lo", "_ci95_hi"
-        self.x, self.metric = x, metric
+    def __init__(
+        self, table: pd.DataFrame, x: str, metric: Metric, round_column: str, design: Design
+    ) -> None:
+        self.x, self.metric, self.design = x, metric, design
         c = metric.column
-        self.rows = {
-            (r["strategy"], float(r[x])): _interval(
-                r[c + mean] / metric.scale,
-                r.get(c + lo, r[c + mean]) / metric.scale,
-                r.get(c + hi, r[c + mean]) / metric.scale,
-            )
-            for _, r in table.iterrows()
-            if pd.notna(r.get(c + mean))
-        }
+        self.rows: dict[tuple[str, float], dict[int, float]] = {}
+        for _, r in table.iterrows():
+            value = r.get(c)
+            if value is None or value != value:
+                continue
+            key = (str(r["strategy"]), float(r[x]))
+            self.rows.setdefault(key, {})[int(r[round_column])] = float(value) / metric.scale
         if not self.rows:
-            raise KeyError(f"{c}{mean}")
+            raise KeyError(c)
         self.xs = sorted({x for _, x in self.rows})
         self.strategies = strategy_order(list(dict.fromkeys(s for s, _ in self.rows)))
 
-    def ci(self, strategy: str, x: float) -> tuple[float, float]:
-        _, lo, hi = self.rows[(strategy, x)]
-        return lo, hi
+    def values(self, point: tuple[str, float]) -> list[float]:
+        return [v for _, v in sorted(self.rows[point].items())]
 
     def mean(self, strategy: str, x: float) -> float:
-        return self.rows[(strategy, x)][0]
+        return float(np.mean(self.values((strategy, x))))
 
-    def compare(self, p: tuple[str, float], q: tuple[str, float]) -> str:
-        """Whether point ``p`` (line, x) is better than point ``q``: "yes", "no" (the
-        opposite, apart) or "unclear" (CIs overlap, or the means print the same)."""
-        cp, cq = self.rows[p][1:], self.rows[q][1:]
-        if not intervals_apart(cp, cq) or self.printed_equal(p, q):
-            return "unclear"
-        return "yes" if (cp[1] < cq[0]) == (self.metric.better == LOWER) else "no"
+    def same_every_round(self, point: tuple[str, float]) -> bool:
+        values = self.values(point)
+        return bool(np.isclose(min(values), max(values), rtol=1e-9, atol=0))
 
-    def better(self, a: str, b: str, x: float) -> str:
-        """Whether line ``a`` is better than line ``b`` at ``x`` (:meth:`compare`)."""
-        return self.compare((a, x), (b, x))
+    def verdict(self, p: tuple[str, float], q: tuple[str, float]) -> Verdict:
+        """Point ``p`` against point ``q`` (the baseline): on their paired rounds where
+        they pair (the same x, or a design that pairs across x), else unpaired."""
+        paired = p[1] == q[1] or self.design.paired_across_x
+        mine, theirs = self.rows[p], self.rows[q]
+        if paired:
+            common = sorted(set(mine) & set(theirs))
+            base, other = [theirs[r] for r in common], [mine[r] for r in common]
+        else:
+            base, other = self.values(q), self.values(p)
+        return verdict(
+            base,
+            other,
+            self.metric.better,
+            paired=paired,
+            margin=self.design.margin,
+            looks=self.design.looks,
+            exhausted=True,
+        )
 
-    def better_x(self, line: str, a: float, b: float) -> str:
-        """Whether ``line`` is better at x = ``a`` than at x = ``b`` (:meth:`compare`)."""
-        return self.compare((line, a), (line, b))
+    def compare(self, p: tuple[str, float], q: tuple[str, float]) -> tuple[str, Verdict]:
+        """Whether point ``p`` is better than point ``q``: "yes", "no" (worse), "equal"
+        (equivalent within the margin) or "unclear", and the verdict that says so."""
+        v = self.verdict(p, q)
+        outcome = {
+            Outcome.FASTER: "yes",
+            Outcome.SLOWER: "no",
+            Outcome.EQUIVALENT: "equal",
+        }.get(v.outcome, "unclear")
+        return outcome, v
 
-    def printed_equal(self, p: tuple[str, float], q: tuple[str, float]) -> bool:
-        """Whether two means print the same: a difference the reader cannot see in the
-        table is never named."""
-        return fmt(self.rows[p][0]) == fmt(self.rows[q][0])
+    def said(self, v: Verdict) -> str:
+        return v.text(self.metric.moves)
 
     def cell(self, strategy: str, x: float) -> str:
-        mean, lo, hi = self.rows[(strategy, x)]
-        if fmt(lo) == fmt(hi):  # no spread at the printed precision
-            return fmt(mean)
-        return f"{fmt(mean)} [{fmt(lo)}, {fmt(hi)}]"
+        m = mean_interval(self.values((strategy, x)))
+        if m.n < 2 or fmt(m.lo) == fmt(m.hi):  # no spread at the printed precision
+            return fmt(m.mean)
+        return f"{fmt(m.mean)} [{fmt(m.lo)}, {fmt(m.hi)}]"
 
 
 #: The x axes' symbols in the readings.
@@ -148,22 +195,16 @@ def x_text(x: str, value: float) -> str:
     return f"{AXIS.get(x, x)} = {value:g}"
 
 
-def outcome_text(x: str, per_x: dict[float, str], no: str = "the opposite at") -> str:
-    """Per-x outcomes ("yes" / "no" / "unclear") as one verdict; ``no`` says what "no"
-    means."""
-    groups = {k: [v for v, o in per_x.items() if o == k] for k in ("yes", "unclear", "no")}
-    if len(groups["yes"]) == len(per_x):
-        return "**reproduced** (apart at every point)"
-    if len(groups["unclear"]) == len(per_x):
-        return "**no clear difference** (not apart at any point)"
-    label = {"yes": "reproduced at", "unclear": "no clear difference at", "no": no}
-    parts = [
-        f"{label[key]} {AXIS.get(x, x)} = {', '.join(f'{v:g}' for v in groups[key])}"
-        for key in ("yes", "unclear", "no")
-        if groups[key]
-    ]
-    verdict = "**partly reproduced**" if groups["yes"] else "**not reproduced**"
-    return f"{verdict} ({'; '.join(parts)})"
+def headline(outcomes: Sequence[str]) -> str:
+    """The word of a claim judged at several points from their outcomes ("yes", "no",
+    "equal", "unclear")."""
+    if outcomes and all(o == "yes" for o in outcomes):
+        return "**reproduced**"
+    if "yes" in outcomes:
+        return "**partly reproduced**"
+    if "no" in outcomes or "equal" in outcomes:
+        return "**not reproduced**"
+    return "**no clear difference**"
 
 
 # ---- claims: each returns its verdict in words from a Series ----------------------------
@@ -172,120 +213,139 @@ Claim = tuple[str, Callable[[Series], str]]
 
 
 def _among(strategy: str, others: Sequence[str], at: Sequence[float] | None, best: bool):
-    """``strategy`` better (``best``) or worse than each of ``others`` at each x."""
+    """``strategy`` better (``best``) or worse than each of ``others`` at each x: per x,
+    "yes" if against every one, "no" if one is decided the other way, "equal" if all
+    are equivalent, else "unclear"; the verdicts listed per x."""
 
     def judge(s: Series) -> str:
-        per_x, beaten_by = {}, {}
+        outcomes, details = [], []
         for x in at or s.xs:
-            there = [o for o in others if (o, x) in s.rows]
-            outcomes = {
-                o: s.better(strategy, o, x) if best else s.better(o, strategy, x) for o in there
+            there = [o for o in others if (o, x) in s.rows and (strategy, x) in s.rows]
+            if not there:
+                continue
+            found = {
+                o: s.compare((strategy, x), (o, x)) if best else s.compare((o, x), (strategy, x))
+                for o in there
             }
-            losers = [o for o, v in outcomes.items() if v == "no"]
-            per_x[x] = (
+            kinds = [k for k, _ in found.values()]
+            outcome = (
                 "yes"
-                if all(v == "yes" for v in outcomes.values())
+                if all(k == "yes" for k in kinds)
                 else "no"
-                if losers
+                if "no" in kinds
+                else "equal"
+                if all(k == "equal" for k in kinds)
                 else "unclear"
             )
-            beaten_by[x] = losers
-        text = outcome_text(s.x, per_x, "beaten at")
-        against = [
-            f"{', '.join(f'`{o}`' for o in beaten_by[x])} apart "
-            f"{'better' if best else 'worse'} at {x_text(s.x, x)}"
-            for x in per_x
-            if beaten_by[x]
-        ]
-        return text + (f"; {'; '.join(against)}" if against else "")
+            outcomes.append(outcome)
+            # against each other strategy: strategy's verdict (best) or theirs (worst)
+            listed = ", ".join(f"`{o}` {s.said(v)}" for o, (_, v) in found.items())
+            details.append(f"{x_text(s.x, x)}: {listed}")
+        who = f"`{strategy}` against" if best else "against `" + strategy + "`:"
+        return f"{headline(outcomes)} ({who} " + "; ".join(details) + ")"
 
     return judge
 
 
 def best_among(strategy: str, others: Sequence[str], at: Sequence[float] | None = None) -> Callable:
-    """``strategy`` better than every one of ``others`` (apart), at each x of ``at``."""
+    """``strategy`` better than every one of ``others``, at each x of ``at``."""
     return _among(strategy, others, at, best=True)
 
 
 def worst_among(
     strategy: str, others: Sequence[str], at: Sequence[float] | None = None
 ) -> Callable:
-    """``strategy`` worse than every one of ``others`` (apart), at each x of ``at``."""
+    """``strategy`` worse than every one of ``others``, at each x of ``at`` (each of them
+    judged against it: "faster" there means better than ``strategy``)."""
     return _among(strategy, others, at, best=False)
 
 
 def better_than(a: str, b: str) -> Callable:
+    """``a`` better than ``b`` at each x (``a``'s verdict against ``b``)."""
+
     def judge(s: Series) -> str:
-        return outcome_text(s.x, {x: s.better(a, b, x) for x in s.xs if (a, x) in s.rows})
+        found = {x: s.compare((a, x), (b, x)) for x in s.xs if (a, x) in s.rows}
+        details = "; ".join(f"{x_text(s.x, x)}: {s.said(v)}" for x, (_, v) in found.items())
+        return f"{headline([o for o, _ in found.values()])} ({details})"
 
     return judge
 
 
 def _change(strategy: str, start: float | None, end: float | None, up: bool) -> Callable:
-    """The metric of ``strategy`` higher (``up``) or lower at ``end`` than at ``start``,
-    CIs apart (the first and last x by default)."""
+    """The metric of ``strategy`` higher (``up``) or lower at ``end`` than at ``start`` (the
+    first and last x by default): its rounds at ``end`` against those at ``start``."""
 
     def judge(s: Series) -> str:
         x0, x1 = start if start is not None else s.xs[0], end if end is not None else s.xs[-1]
-        a, b = s.ci(strategy, x0), s.ci(strategy, x1)
-        span = f"{fmt(s.mean(strategy, x0))} at {x_text(s.x, x0)}, "
-        span += f"{fmt(s.mean(strategy, x1))} at {x1:g}"
-        if a[0] == a[1] and b[0] == b[1] and s.printed_equal((strategy, x0), (strategy, x1)):
-            return f"**not reproduced** (the same: {span})"
-        if not intervals_apart(a, b) or s.printed_equal((strategy, x0), (strategy, x1)):
-            return f"**no clear difference** ({span})"
-        rose = b[0] > a[1]
-        return f"**reproduced** ({span})" if rose == up else f"**the opposite** ({span})"
+        v = s.verdict((strategy, x1), (strategy, x0))
+        span = (
+            f"{fmt(s.mean(strategy, x0))} at {x_text(s.x, x0)}, "
+            f"{fmt(s.mean(strategy, x1))} at {x1:g}: {_signed(v)}"
+        )
+        rose = (v.outcome is Outcome.SLOWER) == (s.metric.better == LOWER)
+        if v.outcome in (Outcome.FASTER, Outcome.SLOWER):
+            return f"**reproduced** ({span})" if rose == up else f"**the opposite** ({span})"
+        if v.outcome is Outcome.EQUIVALENT:
+            return f"**not reproduced** (the same within ±{v.margin * 100:g}%: {span})"
+        return f"**no clear difference** ({span})"
 
     return judge
 
 
+def _signed(v: Verdict) -> str:
+    """The figure's change from the first point to the second, signed, with its interval."""
+    if v.ratio is None:
+        return v.text(("lower", "higher")) if v.outcome is not Outcome.NO_RATIO else v.text()
+    r = v.ratio
+    return f"{(r.estimate - 1) * 100:+.1f}% [{(r.lo - 1) * 100:+.1f}%, {(r.hi - 1) * 100:+.1f}%]"
+
+
 def grows(strategy: str, start: float | None = None, end: float | None = None) -> Callable:
-    """Higher at ``end`` than at ``start`` (CIs apart)."""
+    """Higher at ``end`` than at ``start``."""
     return _change(strategy, start, end, up=True)
 
 
 def falls(strategy: str, start: float | None = None, end: float | None = None) -> Callable:
-    """Higher at ``start`` than at ``end`` (CIs apart)."""
+    """Higher at ``start`` than at ``end``."""
     return _change(strategy, start, end, up=False)
 
 
 def not_worse(a: str, b: str) -> Callable:
-    """``a`` is not worse than ``b`` at any x (apart the wrong way nowhere)."""
+    """``a`` is not worse than ``b`` at any x (``b`` decided better nowhere)."""
 
     def judge(s: Series) -> str:
-        per_x = {x: s.better(b, a, x) for x in s.xs if (a, x) in s.rows}
-        worse = [x for x, o in per_x.items() if o == "yes"]
-        if worse:
-            where = ", ".join(f"{x:g}" for x in worse)
-            return f"**not reproduced** (worse, apart, at {AXIS.get(s.x, s.x)} = {where})"
-        better = [x for x, o in per_x.items() if o == "no"]
-        if better:
-            where = ", ".join(f"{x:g}" for x in better)
-            axis = AXIS.get(s.x, s.x)
-            return (
-                f"**reproduced** (better, apart, at {axis} = {where}; no clear difference "
-                "elsewhere)"
-            )
-        return "**reproduced** (no clear difference at any point)"
+        found = {x: s.compare((a, x), (b, x)) for x in s.xs if (a, x) in s.rows}
+        details = "; ".join(f"{x_text(s.x, x)}: {s.said(v)}" for x, (_, v) in found.items())
+        if any(o == "no" for o, _ in found.values()):
+            return f"**not reproduced** ({details})"
+        return f"**reproduced** ({details})"
 
     return judge
 
 
 def flat(strategy: str) -> Callable:
-    """Every x's CI shares a point with every other's (no two apart)."""
+    """The same at every x: every two x equivalent within the margin (reproduced); any
+    two apart (not reproduced); else no clear difference."""
 
     def judge(s: Series) -> str:
-        cis = [s.ci(strategy, x) for x in s.xs]
-        means = [s.mean(strategy, x) for x in s.xs]
+        xs = [x for x in s.xs if (strategy, x) in s.rows]
+        means = [s.mean(strategy, x) for x in xs]
         span = f"{fmt(min(means))}-{fmt(max(means))}"
-        if fmt(min(means)) == fmt(max(means)):  # equal as printed
-            return f"**reproduced** ({fmt(means[0])} at every {AXIS.get(s.x, s.x)})"
-        if max(lo for lo, _ in cis) <= min(hi for _, hi in cis):
-            if min(means) == max(means):
-                return f"**reproduced** ({fmt(means[0])} at every {AXIS.get(s.x, s.x)})"
-            return f"**reproduced** ({span}, no two {AXIS.get(s.x, s.x)} apart)"
-        return f"**not reproduced** ({span}, the lowest and the highest apart)"
+        pairs = [(a, b) for i, a in enumerate(xs) for b in xs[i + 1 :]]
+        found = {(a, b): s.compare((strategy, b), (strategy, a)) for a, b in pairs}
+        apart = [(a, b, v) for (a, b), (o, v) in found.items() if o in ("yes", "no")]
+        axis = AXIS.get(s.x, s.x)
+        within = f"±{s.design.margin * 100:g}%"
+        if all(o == "equal" for o, _ in found.values()):
+            if fmt(min(means)) == fmt(max(means)):
+                return f"**reproduced** ({fmt(means[0])} at every {axis})"
+            return f"**reproduced** ({span}, every two {axis} equivalent within {within})"
+        if apart:
+            a, b, v = max(
+                apart, key=lambda t: abs(math.log(t[2].ratio.estimate)) if t[2].ratio else math.inf
+            )
+            return f"**not reproduced** ({span}; {axis} = {b:g} against {a:g}: {_signed(v)})"
+        return f"**no clear difference** ({span}: no two {axis} apart, not all within {within})"
 
     return judge
 
@@ -325,8 +385,9 @@ RECEIVED_CLAIMS: list[Claim] = [
 
 @dataclass(frozen=True)
 class Reading:
-    """One figure's reading: its table, the metrics shown and the claims judged."""
+    """One figure's reading: its rounds table, the metrics shown and the claims judged."""
 
+    #: The table of every round (or a model's repetition) of every point.
     table: str
     #: The x axis (a column), or None for a table of one point per strategy.
     x: str | None
@@ -334,13 +395,15 @@ class Reading:
     #: (metric column, claim, judge) per claim
     claims: tuple[tuple[str, str, Callable[[Series], str]], ...]
     command: str
-    components: bool = False
-    #: How a metric's mean column is named: ``<metric><mean_suffix>``.
-    mean_suffix: str = "_mean"
-    repetitions_column: str = "repetitions_finished"
+    #: The figure's components table (``.components.csv``), shown at the ends of x.
+    components: str | None = None
+    #: The column that numbers a point's rounds (a model's: its repetitions).
+    round_column: str = "round"
+    #: Whether the rounds pair across points (a model's repetitions share their seed).
+    paired_across_x: bool = False
     #: Rows to read and how they are named (the ``strategy`` column), when not as stored.
     prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None
-    #: A sentence on how the repetitions differ (the models' seeds, a dataset, ...).
+    #: A sentence on how the rounds differ (the models' seeds, a dataset, ...).
     note: str = ""
 
 
@@ -348,25 +411,25 @@ def paper000(
     key: str, metrics: tuple[Metric, ...], claims, x: str = "zipf_s", components: bool = True
 ) -> Reading:
     return Reading(
-        f"paper000-fig{key}.csv",
+        f"paper000-fig{key}.rounds.csv",
         x,
         metrics,
         tuple(claims),
         f"balancebench figure {key} (make paper-figures)",
-        components,
-        note="Every repetition runs on the sweep's one dataset (seed 42).",
+        f"paper000-fig{key}.components.csv" if components else None,
+        note="Every round runs on the sweep's one dataset (seed 42) per skew.",
     )
 
 
 def model(name: str, x: str | None, metrics, claims, prepare=None, note: str = "") -> Reading:
     return Reading(
-        f"{name}.csv",
+        f"{name}.repetitions.csv",
         x,
         tuple(metrics),
         tuple(claims),
         f"uv run python benchmarks/paper_figures.py --only {name}",
-        mean_suffix="",
-        repetitions_column="repetitions",
+        round_column="repetition",
+        paired_across_x=True,
         prepare=prepare,
         note=note,
     )
@@ -374,7 +437,9 @@ def model(name: str, x: str | None, metrics, claims, prepare=None, note: str = "
 
 CHARGED = Metric("charged_s_total", "processing time, s (everything charged)")
 RECEIVED = Metric(
-    "avg_received_tuples_per_node_total", "tuples received per node (mean over nodes)"
+    "avg_received_tuples_per_node_total",
+    "tuples received per node (mean over nodes)",
+    moves=COUNT,
 )
 READINGS: dict[str, Reading] = {
     "000-3a": paper000("3a", (CHARGED,), [(CHARGED.column, c, j) for c, j in SKEW_CLAIMS]),
@@ -388,7 +453,7 @@ READINGS: dict[str, Reading] = {
     "000-4-5": paper000(
         "4-5",
         (
-            Metric("nodes_used_max", "nodes used at the end of loading"),
+            Metric("nodes_used_max", "nodes used at the end of loading", moves=COUNT),
             Metric("scale_out_adjustment_s_total", "balance-adjustment time, s"),
         ),
         [
@@ -494,54 +559,54 @@ def _weights_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _eps_best(at: float) -> Callable[[Series], str]:
-    """eps = ``at`` more efficient than every other eps, per parallelism."""
+    """eps = ``at`` more efficient than every other eps, per parallelism (paired: the
+    model's repetitions share their seed at every point)."""
 
     def judge(s: Series) -> str:
-        verdicts = {}
+        outcomes, details = [], []
         for line in s.strategies:
-            outcomes = [
-                s.better_x(line, at, other)
+            if (line, at) not in s.rows:
+                continue
+            found = [
+                s.compare((line, at), (line, other))
                 for other in s.xs
                 if other != at and (line, other) in s.rows
             ]
-            verdicts[line] = (
+            kinds = [k for k, _ in found]
+            outcome = (
                 "yes"
-                if all(o == "yes" for o in outcomes)
+                if all(k == "yes" for k in kinds)
                 else "no"
-                if any(o == "no" for o in outcomes)
+                if "no" in kinds
+                else "equal"
+                if all(k == "equal" for k in kinds)
                 else "unclear"
             )
-        best = [k for k, v in verdicts.items() if v == "yes"]
-        worse = [k for k, v in verdicts.items() if v == "no"]
-        if len(best) == len(verdicts):
-            return "**reproduced** (at every parallelism)"
-        text = f"best at {', '.join(best) or 'no parallelism'}"
-        if worse:
-            text += f"; another eps better at {', '.join(worse)}"
-        return f"**{'partly reproduced' if best else 'not reproduced'}** ({text})"
+            outcomes.append(outcome)
+            beaten = sum(k == "no" for k in kinds)
+            ahead = sum(k == "yes" for k in kinds)
+            details.append(f"{line}: better than {ahead} of {len(kinds)}, worse than {beaten}")
+        return f"{headline(outcomes)} ({'; '.join(details)})"
 
     return judge
 
 
 def _point_best(line: str, x: float) -> Callable[[Series], str]:
-    """The point (``line``, ``x``) better than every other point of the table, apart."""
+    """The point (``line``, ``x``) better than every other point of the table (paired:
+    the model's repetitions share their seed at every point)."""
 
     def judge(s: Series) -> str:
         me = (line, x)
-        mine = s.rows[me]
         others = [k for k in s.rows if k != me]
-        beaten = [k for k in others if s.compare(k, me) == "yes"]
-        below = [k for k in others if s.compare(me, k) == "yes"]
-        if len(below) == len(others):
-            return f"**reproduced** ({fmt(mine[0])}, apart from every other point)"
-        if beaten:
-            return (
-                f"**not reproduced** ({fmt(mine[0])}; {len(beaten)} of {len(others)} points "
-                "apart better)"
-            )
+        found = [s.compare(me, k)[0] for k in others]
+        ahead, beaten = found.count("yes"), found.count("no")
+        mine = fmt(s.mean(*me))
+        if ahead == len(others):
+            return f"**reproduced** ({mine}, better than every other point)"
         return (
-            f"**not reproduced** ({fmt(mine[0])}: better, apart, than {len(below)} of "
-            f"{len(others)} points; no clear difference from the rest)"
+            f"**not reproduced** ({mine}: better than {ahead} of {len(others)} points, "
+            f"worse than {beaten}, equivalent to {found.count('equal')}, no clear difference "
+            f"from {found.count('unclear')})"
         )
 
     return judge
@@ -693,7 +758,7 @@ READINGS["backpressure_recovery_rules"] = model(
     note=BACKPRESSURE_SEEDS,
 )
 READINGS["001-6-7"] = Reading(
-    "paper001-fig6-7.csv",
+    "paper001-fig6-7.rounds.csv",
     "n_nodes",
     (
         Metric("capacity_tuples_per_s", "capacity, k tuples/s (everything charged)", 1e3, HIGHER),
@@ -722,8 +787,7 @@ READINGS["001-6-7"] = Reading(
         ),
     ),
     "uv run python benchmarks/parallelization.py --figure",
-    repetitions_column="repeats",
-    note="The runs of a scheme share one dataset (seed 42) and differ in their timings.",
+    note="The rounds share one dataset (seed 42) per N and differ in their timings.",
 )
 READINGS["overlay_load"] = model(
     "overlay_load",
@@ -784,22 +848,34 @@ def timing_line(figure: str) -> str:
     )
 
 
-def repetitions_line(reading: Reading, table: pd.DataFrame) -> str:
-    reps = sorted({int(v) for v in table[reading.repetitions_column]})
-    text = "/".join(str(r) for r in reps)
-    if reps == [1]:
-        return f"1 repetition per point: one sample, no CI. {reading.note}".strip()
-    return f"{text} repetitions per point; mean [bootstrap 95% CI]. {reading.note}".strip()
+def rounds_line(reading: Reading, table: pd.DataFrame, design: Design) -> str:
+    """How many rounds each point has, how they were run, and what the table shows."""
+    keys = ["strategy", reading.x or "point"]
+    counts = sorted({int(n) for n in table.groupby(keys)[reading.round_column].nunique()})
+    text = "/".join(str(n) for n in counts)
+    kind = "repetitions" if reading.round_column == "repetition" else "rounds"
+    if counts == [1]:
+        return f"1 {kind[:-1]} per point: one sample, no interval. {reading.note}".strip()
+    how = (
+        f"rounds added from {design.looks[0]} up to {design.looks[1]} until the headline "
+        "verdicts were decided (intervals at the stopping rule's per-look level)"
+        if design.looks
+        else "a fixed number"
+    )
+    return (
+        f"{text} {kind} per point ({how}); mean [Student-t 95% interval]; verdicts on the "
+        f"paired {kind} (`balancebench.stats`), equivalence within ±{design.margin * 100:g}%. "
+        f"{reading.note}"
+    ).strip()
 
 
-def identical(reading: Reading, table: pd.DataFrame, metric: Metric) -> bool:
-    """Whether every point's repetitions gave the same value of ``metric``."""
-    hi, lo = f"{metric.column}_ci95_hi", f"{metric.column}_ci95_lo"
-    return hi not in table or bool(np.isclose(table[hi], table[lo], rtol=1e-9, atol=0).all())
+def identical(series: Series) -> bool:
+    """Whether every point's rounds gave the same value."""
+    return all(series.same_every_round(point) for point in series.rows)
 
 
 ONE_SAMPLE = (
-    " (the same in every repetition: one sample, so a difference is exact for this input "
+    " (the same in every round: one sample, so a difference is exact for this input "
     "and is not tested across inputs)"
 )
 
@@ -807,6 +883,7 @@ ONE_SAMPLE = (
 def render(name: str) -> str:
     reading = READINGS[name]
     table = pd.read_csv(FIGURES / reading.table)
+    design = Design.of(table, reading.paired_across_x)
     if reading.prepare is not None:
         table = reading.prepare(table)
     x = reading.x or "point"
@@ -816,10 +893,11 @@ def render(name: str) -> str:
         f"Source: `docs/figures/{reading.table}` (`{reading.command}`)."
         + timing_line(name)
         + " "
-        + repetitions_line(reading, table),
+        + rounds_line(reading, table, design),
         "",
     ]
-    series = {m.column: Series(table, x, m, reading.mean_suffix) for m in reading.metrics}
+    series = {m.column: Series(table, x, m, reading.round_column, design) for m in reading.metrics}
+    many = table.groupby(["strategy", x])[reading.round_column].nunique().max() > 1
     if reading.x is None:
         names = series[reading.metrics[0].column].strategies
         lines.append("| strategy | " + " | ".join(m.words for m in reading.metrics) + " |")
@@ -828,21 +906,13 @@ def render(name: str) -> str:
             cells = [series[m.column].cell(strategy, 0.0) for m in reading.metrics]
             lines.append(f"| {label(strategy)} | " + " | ".join(cells) + " |")
         lines.append("")
-        same = [m.words for m in reading.metrics if identical(reading, table, m)]
-        if (
-            same
-            and len(set(table[reading.repetitions_column]))
-            and table[reading.repetitions_column].max() > 1
-        ):
-            lines += [f"The same in every repetition: {', '.join(same)}.", ""]
+        same = [m.words for m in reading.metrics if identical(series[m.column])]
+        if same and many:
+            lines += [f"The same in every round: {', '.join(same)}.", ""]
     else:
         for m in reading.metrics:
             s = series[m.column]
-            many = table[reading.repetitions_column].max() > 1
-            lines += [
-                f"{m.words}{ONE_SAMPLE if many and identical(reading, table, m) else ''}:",
-                "",
-            ]
+            lines += [f"{m.words}{ONE_SAMPLE if many and identical(s) else ''}:", ""]
             lines.append("| | " + " | ".join(x_text(x, v) for v in s.xs) + " |")
             lines.append("|---|" + "---:|" * len(s.xs))
             for strategy in s.strategies:
@@ -851,20 +921,21 @@ def render(name: str) -> str:
             lines.append("")
     if reading.claims:
         lines += [
-            "The paper's claims, judged only where the CIs are apart (do not overlap; with "
-            "one sample, where the values differ):",
+            "The paper's claims, each judged by the verdicts of the one statistics function "
+            "(X% faster or slower where the interval excludes no change, equivalent within "
+            "the margin, else no clear difference):",
             "",
         ]
         for column, claim, judge in reading.claims:
             lines.append(f"- {claim}: {judge(series[column])}.")
         lines.append("")
-    components = FIGURES / reading.table.replace(".csv", ".components.csv")
-    if reading.components and components.exists():
+    components = FIGURES / reading.components if reading.components else None
+    if components is not None and components.exists():
         parts = pd.read_csv(components)
         xs = sorted(parts[reading.x].unique())
         shown = [m for m in COMPONENTS if f"{m.column}_mean" in parts]
         lines += [
-            f"What it is made of (`{components.name}`, mean over the repetitions) at the "
+            f"What it is made of (`{components.name}`, mean over the rounds) at the "
             f"lowest and the highest {AXIS.get(reading.x, reading.x)}:",
             "",
             f"| strategy | {AXIS.get(reading.x, reading.x)} | "
@@ -891,13 +962,13 @@ def render_timings() -> str:
         "Source: `docs/data/paper_figures.csv` (written by `make paper-figures` for each "
         "figure it makes).",
         "",
-        "| figure | repetitions | runs | wall, min | made (UTC) |",
+        "| figure | rounds | runs | wall, min | made (UTC) |",
         "|---|---:|---:|---:|---|",
     ]
     for _, r in rows.iterrows():
         runs = str(int(r["runs"])) if int(r["runs"]) else "-"
         lines.append(
-            f"| {r['figure']} | {int(r['repetitions'])} | {runs} | "
+            f"| {r['figure']} | {int(r['rounds'])} | {runs} | "
             f"{float(r['wall_s']) / 60:.1f} | {r['made_utc']} |"
         )
     paper000 = rows[rows["figure"].str.startswith("000-")]

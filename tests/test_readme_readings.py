@@ -3,7 +3,7 @@
 The first test is the check itself: every reading block of the README is exactly what
 ``docs/figures`` and ``docs/data`` give. The others show that the check and its verdicts
 can fail: a number edited by hand is caught, and a claim is called reproduced only where
-the CIs are apart.
+the one statistics function's verdict on the rounds says so.
 """
 
 from __future__ import annotations
@@ -49,32 +49,81 @@ def test_a_number_edited_by_hand_is_caught(readings):
     problems = readings.check(text[:start] + changed + text[end:])
     # Then exactly that reading is named, beside whatever the unedited README has
     added = set(problems) - set(readings.check(text))
-    assert added == {"000-7: the README's text is not what paper000-fig7.csv gives"}
+    assert added == {"000-7: the README's text is not what paper000-fig7.rounds.csv gives"}
 
 
-def _series(readings, rows):
-    table = pd.DataFrame(rows, columns=["strategy", "zipf_s", "t_mean", "t_ci95_lo", "t_ci95_hi"])
-    return readings.Series(table, "zipf_s", readings.Metric("t", "time, s"))
+def _series(readings, points, paired_across_x=False):
+    """A Series over the rounds of ``points``: {(line, z): [value per round]}."""
+    rows = [
+        {"strategy": line, "zipf_s": z, "round": r, "t": value}
+        for (line, z), values in points.items()
+        for r, value in enumerate(values)
+    ]
+    design = readings.Design(paired_across_x=paired_across_x)
+    return readings.Series(
+        pd.DataFrame(rows), "zipf_s", readings.Metric("t", "time, s"), "round", design
+    )
 
 
-def test_a_claim_is_reproduced_only_where_the_intervals_are_apart(readings):
+NOISE = [1.0, 1.3, 0.75, 1.2, 0.85]  # one round's machine, the same for a and b
+
+
+def test_a_claim_is_reproduced_only_where_the_verdict_says_so(readings):
     s = _series(
         readings,
-        [
-            ("a", 0.4, 1.0, 0.9, 1.1),
-            ("b", 0.4, 2.0, 1.9, 2.1),  # apart: a faster
-            ("a", 1.5, 1.0, 0.5, 1.5),
-            ("b", 1.5, 1.2, 1.1, 1.3),  # overlapping: no clear difference
-        ],
+        {
+            # z = 0.4: a 20% faster than b in every round (paired: the noise cancels)
+            ("a", 0.4): [0.8 * n for n in NOISE],
+            ("b", 0.4): NOISE,
+            # z = 1.5: a and b cross from round to round: no clear difference
+            ("a", 1.5): [2.0, 2.6, 1.6, 2.4, 1.8],
+            ("b", 1.5): [2.2, 2.0, 2.2, 1.8, 2.4],
+        },
     )
-    assert readings.better_than("a", "b")(s) == (
-        "**partly reproduced** (reproduced at z = 0.4; no clear difference at z = 1.5)"
+    said = readings.better_than("a", "b")(s)
+    assert said.startswith("**partly reproduced** (z = 0.4: 20.0% faster [20.0%, 20.0%]; ")
+    assert "z = 1.5: no clear difference (5 rounds)" in said
+    opposite = readings.better_than("b", "a")(s)
+    assert opposite.startswith("**not reproduced** (z = 0.4: 25.0% slower")
+    # a's time rises from z = 0.4 to 1.5 (unpaired: other runs) beyond its noise
+    assert readings.grows("a")(s).startswith("**reproduced** (0.816 at z = 0.4, 2.08 at 1.5: +")
+    assert readings.falls("a")(s).startswith("**the opposite**")
+    assert readings.flat("a")(s).startswith("**not reproduced**")
+    # best_among / worst_among list every verdict behind the word
+    assert readings.best_among("a", ["b"], [0.4])(s) == (
+        "**reproduced** (`a` against z = 0.4: `b` 20.0% faster [20.0%, 20.0%])"
     )
-    assert readings.better_than("b", "a")(s).startswith("**not reproduced** (")
-    assert "the opposite at z = 0.4" in readings.better_than("b", "a")(s)
-    # flat: every skew's interval shares a point with every other's
-    assert readings.flat("a")(s).startswith("**reproduced**")
-    assert readings.flat("b")(s).startswith("**not reproduced**")
-    # grows: the last skew's interval above the first's
-    assert readings.grows("b")(s).startswith("**the opposite**")
-    assert readings.grows("a")(s).startswith("**no clear difference**")
+
+
+def test_equivalent_within_the_margin_is_said_and_is_not_reproduced(readings):
+    tiny = [1.001, 0.999, 1.002, 0.998, 1.0]
+    steady = [1.0, 1.005, 0.995, 1.0, 1.002]
+    s = _series(
+        readings,
+        {
+            ("a", 0.4): [t * n for t, n in zip(tiny, NOISE, strict=True)],
+            ("b", 0.4): NOISE,
+            ("a", 1.5): [t * n for t, n in zip(tiny[::-1], NOISE, strict=True)],
+            ("b", 1.5): NOISE,
+            ("c", 0.4): steady,
+            ("c", 1.5): [1.001 * v for v in steady[::-1]],
+        },
+    )
+    said = readings.better_than("a", "b")(s)
+    assert said.startswith("**not reproduced** (z = 0.4: equivalent within ±3%")
+    # every skew of c the same within ±3%: flat, reproduced; b's skews are not apart but
+    # too noisy to be shown the same: no clear difference
+    assert readings.flat("c")(s).startswith("**reproduced**")
+    assert readings.flat("b")(s).startswith("**no clear difference**")
+
+
+def test_a_model_pairs_its_repetitions_across_points(readings):
+    # The same seed at every point: the noise of repetition r is shared across z too.
+    s = _series(
+        readings,
+        {("a", 0.4): [0.9 * n for n in NOISE], ("a", 1.5): NOISE},
+        paired_across_x=True,
+    )
+    assert readings.falls("a", 1.5, 0.4)(s).startswith("**reproduced**")
+    unpaired = _series(readings, {("a", 0.4): [0.9 * n for n in NOISE], ("a", 1.5): NOISE})
+    assert readings.falls("a", 1.5, 0.4)(unpaired).startswith("**no clear difference**")

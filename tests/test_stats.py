@@ -159,6 +159,14 @@ def test_verdict_words_and_their_numbers():
     assert verdict([0.0] * 3, [0.0] * 3, LOWER).outcome is Outcome.EQUIVALENT
     zero = verdict([0.0, 1.0, 0.0], [0.0, 0.0, 0.0], LOWER)
     assert zero.outcome is Outcome.NO_RATIO and "0" in zero.text()
+    # 0 in every round against a positive figure in every round is exact, either way.
+    none = verdict([0.5, 0.6, 0.4], [0.0, 0.0, 0.0], LOWER)
+    assert none.outcome is Outcome.FASTER
+    assert none.text() == "faster (0 in every round, the baseline not)"
+    assert verdict([0.0] * 3, [1.0] * 3, LOWER).outcome is Outcome.SLOWER
+    assert verdict([0.0] * 3, [1.0] * 3, HIGHER).text(("more", "fewer")) == (
+        "more (the baseline 0 in every round)"
+    )
     with pytest.raises(ValueError, match="direction"):
         verdict(base, base, "sideways")
     with pytest.raises(ValueError, match="paired"):

@@ -210,7 +210,8 @@ class Verdict:
     margin: float
     n: int
     ratio: Ratio | None = None
-    #: Why there is no ratio (``outcome`` NO_RATIO).
+    #: Why there is no ratio (``outcome`` NO_RATIO), or what decided without one (one side
+    #: 0 in every round, the other not).
     reason: str = ""
 
     @property
@@ -228,14 +229,20 @@ class Verdict:
         ends = sorted((self.change(self.ratio.lo), self.change(self.ratio.hi)))
         return self.change(self.ratio.estimate), ends[0], ends[1]
 
-    def text(self) -> str:
+    def text(self, words: tuple[str, str] = ("faster", "slower")) -> str:
+        """The verdict in words; ``words`` name the good and the bad direction (a count's
+        "fewer" and "more", say; "faster" and "slower" by default)."""
+        good, bad = words
         if self.ratio is None:
+            if self.outcome in (Outcome.FASTER, Outcome.SLOWER):
+                word = good if self.outcome is Outcome.FASTER else bad
+                return f"{word} ({self.reason})"
             return f"{Outcome.NO_RATIO.value} ({self.reason})"
         est, lo, hi = self.change_interval
         if self.outcome is Outcome.FASTER:
-            return f"{_pct(est)} faster [{_pct(lo)}, {_pct(hi)}]"
+            return f"{_pct(est)} {good} [{_pct(lo)}, {_pct(hi)}]"
         if self.outcome is Outcome.SLOWER:
-            return f"{_pct(-est)} slower [{_pct(-hi)}, {_pct(-lo)}]"
+            return f"{_pct(-est)} {bad} [{_pct(-hi)}, {_pct(-lo)}]"
         signed = f"[{lo * 100:+.1f}%, {hi * 100:+.1f}%]"
         if self.outcome is Outcome.EQUIVALENT:
             return f"equivalent within ±{self.margin * 100:g}% {signed}"
@@ -269,6 +276,13 @@ def verdict(
     ratio = ratio_interval(baseline, other, paired=paired, level=level)
     n = len(baseline) if paired else min(len(baseline), len(other))
     if isinstance(ratio, str):
+        zero = _zero_against_positive(baseline, other)
+        if zero is not None:  # 0 in every round against a positive figure: exact
+            lower = zero == "other"
+            good = lower == (direction == LOWER)
+            outcome = Outcome.FASTER if good else Outcome.SLOWER
+            who = "0 in every round, the baseline not" if lower else "the baseline 0 in every round"
+            return Verdict(outcome, direction, margin, n, reason=who)
         return Verdict(Outcome.NO_RATIO, direction, margin, n, reason=ratio)
     if ratio.lo > 1 or ratio.hi < 1:
         good = (ratio.hi < 1) == (direction == LOWER)
@@ -278,6 +292,20 @@ def verdict(
     else:
         outcome = Outcome.UNDECIDED if exhausted and looks is not None else Outcome.UNCLEAR
     return Verdict(outcome, direction, margin, ratio.n, ratio)
+
+
+def _zero_against_positive(baseline: Sequence[float], other: Sequence[float]) -> str | None:
+    """Which side is 0 in every value while the other is positive in every value
+    ("other", "baseline"), with at least 2 values each; else None."""
+    b = np.asarray(baseline, dtype=float)
+    o = np.asarray(other, dtype=float)
+    if len(b) < 2 or len(o) < 2:
+        return None
+    if np.all(o == 0) and np.all(b > 0):
+        return "other"
+    if np.all(b == 0) and np.all(o > 0):
+        return "baseline"
+    return None
 
 
 @lru_cache(maxsize=64)
