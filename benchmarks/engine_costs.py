@@ -48,7 +48,7 @@ from balancebench.hashing import FRACTION_UNITS
 from balancebench.rounds import RoundPolicy, fixed_rounds, run_rounds, verdict_lines
 from balancebench.schema import positive_int
 
-SECTIONS = ("routing", "fixed", "per_tuple", "signal", "noise", "migration")
+SECTIONS = ("coverage", "routing", "fixed", "per_tuple", "signal", "noise", "migration")
 
 
 def med(values: list[float]) -> float:
@@ -187,6 +187,16 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
     print(f"  plain Spark floor (repartition by node + hash aggregate): {floor_ns:.0f} ns")
     ratio = engine_ns / floor_ns
     print(f"  target <= 2x: {ratio:.2f}x, {verdict(ratio <= 2.0)}")
+
+
+def section_coverage(spark: Any, args: argparse.Namespace) -> None:
+    """What the verdicts' intervals hold, simulated with this machine's noise
+    (``balancebench.stats_coverage``; ``tests/test_stats.py`` asserts the same rates)."""
+    from balancebench.stats_coverage import coverage_lines
+
+    print("\n[coverage] the verdicts on simulated rounds with a known truth")
+    for line in coverage_lines():
+        print(f"  {line}")
 
 
 def section_signal(spark: Any, args: argparse.Namespace) -> None:

@@ -982,8 +982,64 @@ def render_timings() -> str:
     return "\n".join(lines)
 
 
+#: ``make run``'s rounds, copied from its ``results/<parent>/rounds.csv``.
+DEFAULT_RUN = ROOT / "docs" / "data" / "default_run.rounds.csv"
+#: The default run's figures: the four headline ones and what explains them.
+DEFAULT_METRICS = (
+    Metric("capacity_tuples_per_s", "capacity, M tuples/s", 1e6, HIGHER),
+    Metric("makespan_s_total", "node service, s"),
+    Metric("route_s_total", "routing, s"),
+    Metric("latency_p99_s", "latency p99, s"),
+    Metric("imbalance_max_over_mean_mean", "tuple imbalance", moves=("lower", "higher")),
+    Metric("plan_time_ms_mean", "plan time, ms"),
+)
+
+
+def render_default_run() -> str:
+    """``make run``'s table (mean [interval] over its rounds) and each strategy's verdicts
+    against the baseline on the paired rounds."""
+    table = pd.read_csv(DEFAULT_RUN).assign(point=0.0)
+    design = Design.of(table)
+    baseline = str(table["baseline"].iloc[0])
+    names = strategy_order(table["strategy"].unique().tolist())
+    base = "hash" if baseline == "auto" and "hash" in names else baseline
+    base = names[0] if base == "auto" else base
+    series = {m.column: Series(table, "point", m, "round", design) for m in DEFAULT_METRICS}
+    rounds = table.groupby("strategy")["round"].nunique()
+    counts = "/".join(str(n) for n in sorted(set(rounds)))
+    how = (
+        f"rounds added from {design.looks[0]} up to {design.looks[1]} until decided"
+        if design.looks
+        else "a fixed number of rounds"
+    )
+    lines = [
+        f"Source: `docs/data/{DEFAULT_RUN.name}` (`make run`, parent run "
+        f"{str(table['parent_run'].iloc[0])[:8]}): {counts} rounds per strategy ({how}); "
+        "mean [Student-t 95% interval].",
+        "",
+        "| strategy | " + " | ".join(m.words for m in DEFAULT_METRICS) + " |",
+        "|---|" + "---:|" * len(DEFAULT_METRICS),
+    ]
+    for name in names:
+        cells = [series[m.column].cell(name, 0.0) for m in DEFAULT_METRICS]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    lines += ["", f"Verdicts against `{base}` on the paired rounds (`balancebench.stats`):", ""]
+    for name in names:
+        if name == base:
+            continue
+        said = []
+        for m in DEFAULT_METRICS[:4]:
+            s = series[m.column]
+            said.append(f"{m.words.split(',')[0]} {s.said(s.verdict((name, 0.0), (base, 0.0)))}")
+        lines.append(f"- `{name}`: " + "; ".join(said) + ".")
+    return "\n".join([*lines, ""])
+
+
 #: Blocks that are not a figure's reading.
-OTHER_BLOCKS: dict[str, Callable[[], str]] = {"paper-figures-wall": render_timings}
+OTHER_BLOCKS: dict[str, Callable[[], str]] = {
+    "paper-figures-wall": render_timings,
+    "default-run": render_default_run,
+}
 
 
 def _rendered(name: str) -> tuple[str | None, str]:
@@ -1012,7 +1068,13 @@ def check(text: str) -> list[str]:
             problems.append(f"{name}: no such reading; allowed: {allowed}")
             continue
         body, why = _rendered(name)
-        source = READINGS[name].table if name in READINGS else "docs/data/paper_figures.csv"
+        source = (
+            READINGS[name].table
+            if name in READINGS
+            else DEFAULT_RUN.name
+            if name == "default-run"
+            else "docs/data/paper_figures.csv"
+        )
         if body is None:
             problems.append(f"{name}: {why}")
         elif match["body"] != body:

@@ -1,12 +1,7 @@
 """The statistics module holds what it promises: simulated experiments with a known true
-ratio, noise as measured on this machine, and the verdicts' error rates.
-
-The noise model (measured 2026-11-28 on the default cell, 6 rotated rounds of hash, qmmp
-and mnrt in one application, ``.local`` scratch study quoted in the README's
-"Verdicts" section): a run's node service and capacity vary log-normally with a log
-standard deviation of about 0.07 from round to round, independently for each strategy
-(the per-round log-ratio's spread was 0.08-0.12); the first run of a round is up to
-about 3% slower (the position effect).
+ratio, noise as measured on this machine (``balancebench.stats_coverage``: log-normal,
+log sd 0.07, a 3% position effect for the first run of a rotated round), and the
+verdicts' error rates. ``make bench-costs`` prints the same rates.
 """
 
 from __future__ import annotations
@@ -26,103 +21,50 @@ from balancebench.stats import (
     sequential_alpha,
     verdict,
 )
+from balancebench.stats_coverage import (
+    bootstrap_coverage,
+    false_difference,
+    false_equivalence,
+    ratio_coverage,
+    sequential_coverage,
+)
 
-#: Per-run log standard deviation of a figure, as measured here (module docstring).
-RUN_LOG_SD = 0.07
-#: The first run of a round is this much slower (log).
-POSITION_EFFECT = 0.03
-STRATEGIES = 3
 EXPERIMENTS = 2000
-
-
-def simulate_rounds(
-    rng: np.random.Generator, true_ratio: float, rounds: int, first: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """One experiment: ``rounds`` rotated rounds of three strategies, the baseline at
-    position 0 of the rotation and the compared one at position 1; per round each run's
-    figure (a time: the position effect makes the first run of a round slower)."""
-    base = np.empty(rounds)
-    other = np.empty(rounds)
-    for r in range(first, first + rounds):
-        start = r % STRATEGIES  # round r starts with strategy r mod k (rotated_rounds)
-        noise = rng.normal(0.0, RUN_LOG_SD, 2)
-        base[r - first] = math.exp(noise[0] + (POSITION_EFFECT if start == 0 else 0.0))
-        other[r - first] = true_ratio * math.exp(
-            noise[1] + (POSITION_EFFECT if start == 1 else 0.0)
-        )
-    return base, other
 
 
 @pytest.mark.parametrize("rounds", [5, 10])
 def test_the_paired_ratio_interval_covers_the_true_ratio_95_percent_of_the_time(rounds):
-    # Given 2,000 experiments with a known true ratio and this machine's noise,
-    rng = np.random.default_rng(43)
-    true = 0.9
-    covered = 0
-    for _ in range(EXPERIMENTS):
-        base, other = simulate_rounds(rng, true, rounds)
-        r = ratio_interval(base, other)
-        covered += r.lo <= true <= r.hi
-    # then the 95% interval holds the truth in 93-97% of them.
-    assert 0.93 <= covered / EXPERIMENTS <= 0.97
+    # Given 2,000 experiments with a known true ratio and this machine's noise, the 95%
+    # interval holds the truth in 93-97% of them.
+    assert 0.93 <= ratio_coverage(rounds, EXPERIMENTS, seed=43).share <= 0.97
 
 
 @pytest.mark.parametrize("rounds", [5, 10])
 def test_the_equivalence_verdict_is_wrong_at_most_5_percent_of_the_time(rounds):
-    rng = np.random.default_rng(44)
-    # A true change just outside the ±3% margin must rarely be called equivalent, with
-    # this machine's noise and with a quieter one (0.02) where equivalence can be shown;
-    for sd in (RUN_LOG_SD, 0.02):
-        wrong = 0
-        for _ in range(EXPERIMENTS):
-            base, other = simulate_rounds(rng, 1.0, rounds)
-            other = other * 1.031 * np.exp(rng.normal(0, sd, rounds) - rng.normal(0, sd, rounds))
-            wrong += verdict(base, other, LOWER).outcome is Outcome.EQUIVALENT
-        assert wrong / EXPERIMENTS <= 0.05
-    # and no true difference must rarely be called faster or slower.
-    named = 0
-    for _ in range(EXPERIMENTS):
-        base, other = simulate_rounds(rng, 1.0, rounds)
-        named += verdict(base, other, LOWER).outcome in (Outcome.FASTER, Outcome.SLOWER)
-    assert named / EXPERIMENTS <= 0.05
+    # A true change just outside the ±3% margin is rarely called equivalent, with this
+    # machine's noise and with a quieter one (0.02) where equivalence can be shown ...
+    for sd in (0.07, 0.02):
+        assert false_equivalence(rounds, EXPERIMENTS, seed=44, sd=sd).share <= 0.05
+    # ... and no true difference is rarely called faster or slower.
+    assert false_difference(rounds, EXPERIMENTS, seed=44).share <= 0.05
 
 
 def test_the_old_method_did_not_cover_what_it_claimed():
     # The method these verdicts replace: a percentile bootstrap of the mean over 3
     # repetitions, which is [min, max] of three numbers: it covers the true mean about
     # 75% of the time, not 95% (the issue's measurement). The t interval holds 95%.
-    rng = np.random.default_rng(45)
-    bootstrap = student = 0
-    for _ in range(EXPERIMENTS):
-        values = np.exp(rng.normal(0.0, RUN_LOG_SD, 3))
-        truth = math.exp(RUN_LOG_SD**2 / 2)  # the log-normal's mean
-        means = rng.choice(values, (500, 3)).mean(axis=1)
-        lo, hi = np.percentile(means, [2.5, 97.5])
-        bootstrap += lo <= truth <= hi
-        t = mean_interval(values)
-        student += t.lo <= truth <= t.hi
-    assert bootstrap / EXPERIMENTS < 0.8
-    assert 0.93 <= student / EXPERIMENTS <= 0.97
+    boot, student = bootstrap_coverage(EXPERIMENTS, seed=45)
+    assert boot.share < 0.8
+    assert 0.93 <= student.share <= 0.97
 
 
 def test_adding_rounds_until_decided_keeps_its_error_at_5_percent():
-    # Rounds are added one at a time from 5 to 20 and stop at the first decided verdict.
-    first, last = 5, 20
-    rng = np.random.default_rng(46)
-    named = covered = 0
-    for _ in range(EXPERIMENTS // 2):
-        base, other = simulate_rounds(rng, 1.0, last)
-        for n in range(first, last + 1):
-            v = verdict(base[:n], other[:n], LOWER, looks=(first, last), exhausted=n == last)
-            if v.decided:
-                break
-        named += v.outcome in (Outcome.FASTER, Outcome.SLOWER)
-        covered += v.ratio.lo <= 1.0 <= v.ratio.hi
-    # A difference that is not there is found at most 5% of the time (at a 95% level per
-    # look it was found 12-25% of the time: the module docstring), and the interval the
-    # procedure ends with holds the truth at least 93% of the time.
-    assert named / (EXPERIMENTS // 2) <= 0.05
-    assert covered / (EXPERIMENTS // 2) >= 0.93
+    # Rounds are added one at a time from 5 to 20 and stop at the first decided verdict:
+    # a difference that is not there is found at most 5% of the time (at a 95% level per
+    # look it was found 12-25% of the time: the stats module's docstring).
+    assert false_difference(0, EXPERIMENTS // 2, seed=46, looks=(5, 20)).share <= 0.05
+    # and the interval it ends with holds the truth at least 93% of the time.
+    assert sequential_coverage(EXPERIMENTS // 2, seed=46, looks=(5, 20)).share >= 0.93
 
 
 def test_sequential_alpha_is_stricter_the_more_looks_and_alpha_for_one():

@@ -463,7 +463,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
         console.print(_verdict_table(found))
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
     out = results_dir() / parent
-    print(f"results:      {out}/comparison.csv, verdicts.csv, comparison.png")
+    print(f"results:      {out}/comparison.csv, verdicts.csv, rounds.csv, comparison.png")
     print(f"datasets:     {datasets_dir()}")
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")

@@ -316,8 +316,9 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     rounds (on its cell run, which is closed); the verdicts of each strategy against the
     baseline on the paired rounds (``balancebench.stats``: tags ``verdict.<strategy>.
     <figure>`` on the parent, ``verdict.<figure>`` and ``<figure>_ratio`` on the cell);
-    the comparison table (CSV), the verdicts (CSV) and the figure (PNG) on the parent,
-    which is closed.
+    the comparison table (CSV), the verdicts (CSV), every round's figures (``rounds.csv``:
+    what the verdicts are computed from) and the figure (PNG) on the parent, which is
+    closed.
 
     Returns ``(complete, text)``: ``complete`` is False when a strategy has fewer finished
     rounds than ``min_rounds`` (its Spark run failed); the parent is then closed FAILED."""
@@ -371,6 +372,15 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     table.to_csv(csv, index=False)
     verdicts = out / "verdicts.csv"
     pd.DataFrame([r.as_dict() for r in found.rows]).to_csv(verdicts, index=False)
+    rounds = out / "rounds.csv"
+    design = {k: p[k] for k in ("min_rounds", "max_rounds", "equivalence_margin", "baseline")}
+    pd.DataFrame(
+        [
+            {"strategy": s, "round": r, **figures, **design, "parent_run": parent}
+            for s in expected
+            for r, figures in sorted(found.rounds.get(s, {}).items())
+        ]
+    ).to_csv(rounds, index=False)
     history = {s: {m: _round_history(client, found, s, m) for m in SERIES} for s in found.cell_runs}
     title = (
         f"{p['workload']} on {p['dataset']}: zipf_s {p['zipf_s']:g}, {p['n_tuples']} tuples, "
@@ -378,7 +388,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         f"rounds (parent run {parent[:8]}, {g.run_id})"
     )
     png = comparison_figure(table, history, out / "comparison.png", title)
-    for path in (csv, verdicts, png):
+    for path in (csv, verdicts, rounds, png):
         client.log_artifact(parent, str(path))
     _log_parent_summary(client, parent, table, found.rows)
     text = found.verdict_text()

@@ -174,6 +174,7 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     artifacts = {a.path for a in client.list_artifacts(parent["run_id"])}
     assert {
         "comparison.csv",
+        "rounds.csv",
         "verdicts.csv",
         "comparison.png",
         "metric_definitions.json",
