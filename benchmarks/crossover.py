@@ -13,7 +13,8 @@ EQ5 is TPC-H at the scale factor that gives the load (Lineitem and Supplier both
 streamed). One Spark session per point (dataset), its strategies in paired, rotated rounds
 (``balancebench.rounds``: at least ``--min-rounds``, more until every strategy's verdict
 against hash on capacity, node service, routing and p99 latency is decided, up to
-``--max-rounds``), each run warmed up under its own strategy first; per strategy the mean
+``--max-rounds`` or the point's ``--point-minutes``), each run warmed up under its own
+strategy first; per strategy the mean
 and Student-t 95% interval over its rounds, and its verdict against hash on the paired
 rounds (``balancebench.stats``). Besides the two plotted figures the table has what they
 are made of (routing, node service, migration, plan: all charged CPU), so a verdict can be
@@ -154,6 +155,12 @@ def main() -> None:
     parser.add_argument("--min-rounds", type=positive_int, default=5)
     parser.add_argument("--max-rounds", type=positive_int, default=10)
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equivalence, ±share")
+    parser.add_argument(
+        "--point-minutes",
+        type=float,
+        default=8.0,
+        help="a point's budget: rounds beyond --min-rounds start only within it",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
     parser.add_argument(
         "--resume",
@@ -167,6 +174,8 @@ def main() -> None:
         parser.error(f"--max-rounds: at least --min-rounds ({args.min_rounds})")
     if not 0 <= args.margin < 0.5:
         parser.error("--margin: a share in [0, 0.5)")
+    if not 0 < args.point_minutes <= 600:
+        parser.error("--point-minutes: more than 0, at most 600")
     unknown = sorted(set(args.workloads) - set(PRESET["strategies"]))
     if unknown:
         parser.error(f"--workloads: {unknown}; allowed values: {sorted(PRESET['strategies'])}")
@@ -194,7 +203,9 @@ def main() -> None:
         "max_rounds": args.max_rounds,
         "margin": args.margin,
     }
-    policy = RoundPolicy(args.min_rounds, args.max_rounds, args.margin)
+    policy = RoundPolicy(
+        args.min_rounds, args.max_rounds, args.margin, budget_s=args.point_minutes * 60
+    )
     try:
         done = finished_points(done_path, settings) if args.resume else pd.DataFrame()
         done_rounds = (

@@ -1035,10 +1035,59 @@ def render_default_run() -> str:
     return "\n".join([*lines, ""])
 
 
+CROSSOVER = FIGURES / "crossover.rounds.csv"
+CROSSOVER_SETTINGS = FIGURES / "crossover.csv"
+
+
+def render_crossover() -> str:
+    """The crossover's verdicts: per workload, skew and load per node, every strategy's
+    capacity and p99 latency against `hash` on the paired rounds of the point."""
+    rounds = pd.read_csv(CROSSOVER)
+    settings = pd.read_csv(CROSSOVER_SETTINGS)
+    first, last = int(settings["min_rounds"].iloc[0]), int(settings["max_rounds"].iloc[0])
+    design = Design(
+        float(settings["margin"].iloc[0]), (first, last) if last > first and first >= 2 else None
+    )
+    counts = rounds.groupby(["workload", "zipf_s", "load_per_node"])["round"].nunique()
+    lines = [
+        f"Source: `docs/figures/{CROSSOVER.name}` (`make crossover`): "
+        f"{counts.min()}-{counts.max()} rounds per point ({first} to {last}, added until "
+        "decided or the point's budget ended); each strategy against `hash` on the paired "
+        "rounds of its point (`balancebench.stats`). Capacity, then p99 latency:",
+        "",
+    ]
+    metrics = (
+        Metric("capacity_tuples_per_s", "capacity", better=HIGHER),
+        Metric("latency_p99_s", "p99 latency"),
+    )
+    for m in metrics:
+        names = [n for n in strategy_order(rounds["strategy"].unique().tolist()) if n != "hash"]
+        lines += [
+            f"{m.words}:",
+            "",
+            "| workload | s | tuples per node and batch | "
+            + " | ".join(f"`{n}`" for n in names)
+            + " |",
+            "|---|---:|---:|" + "---|" * len(names),
+        ]
+        for (workload, skew, load), part in rounds.groupby(["workload", "zipf_s", "load_per_node"]):
+            series = Series(part.assign(point=0.0), "point", m, "round", design)
+            cells = [
+                series.said(series.verdict((n, 0.0), ("hash", 0.0)))
+                if (n, 0.0) in series.rows
+                else "-"
+                for n in names
+            ]
+            lines.append(f"| {workload} | {skew:g} | {int(load):,} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 #: Blocks that are not a figure's reading.
 OTHER_BLOCKS: dict[str, Callable[[], str]] = {
     "paper-figures-wall": render_timings,
     "default-run": render_default_run,
+    "crossover": render_crossover,
 }
 
 
@@ -1073,6 +1122,8 @@ def check(text: str) -> list[str]:
             if name in READINGS
             else DEFAULT_RUN.name
             if name == "default-run"
+            else CROSSOVER.name
+            if name == "crossover"
             else "docs/data/paper_figures.csv"
         )
         if body is None:

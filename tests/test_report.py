@@ -561,6 +561,9 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
     assert re.search(r"s=1: qmmp vs hash: \d+\.\d% faster \[", summary)
     page = Path(result["report"]).read_text(encoding="utf-8")
     assert f"<b>qmmp</b> vs hash: {expected.text()}" in page
+    # and on the sweep's parent run, as a tag per cell and figure
+    tags = tracking.client().get_run(second["run"]).data.tags
+    assert tags[f"verdict.topk.s1.N4.qmmp.{MAKESPAN}"] == expected.text()
     for strategy in labels:
         for rid in earlier[strategy]:
             assert f"/runs/{rid}?workflowType=machine_learning'>{rid[:8]}</a>" in page

@@ -872,6 +872,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         for r in found:
             member = next(c for c in members if c.strategy == r.strategy)
             client.set_tag(by_label[member.label], f"verdict.{r.figure}", r.verdict.text())
+            client.set_tag(parent, _verdict_key(member, r.figure), r.verdict.text())
         group_rows += [(group, r) for r in found]
     for row in rows:
         n = int(row[ROUNDS_FINISHED])
@@ -936,6 +937,14 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         "figure": str(figure_path) if figure_path else None,
         "summary": text,
     }
+
+
+def _verdict_key(cell: Any, figure: str) -> str:
+    """A cell's verdict as a tag of the sweep's parent run (MLflow's tag keys take
+    letters, digits, ``_-. /:``): ``verdict.<workload>.s<zipf_s>.N<n>[.tol<t>].<strategy>.
+    <figure>``."""
+    tol = "" if cell.tolerance is None else f".tol{cell.tolerance:g}"
+    return f"verdict.{cell.workload}.s{cell.zipf_s:g}.N{cell.n_nodes}{tol}.{cell.strategy}.{figure}"
 
 
 def _rounds_line(stopped: Mapping[str, str]) -> str:
