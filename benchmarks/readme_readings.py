@@ -207,6 +207,18 @@ def headline(outcomes: Sequence[str]) -> str:
     return "**no clear difference**"
 
 
+def combined(kinds: Sequence[str]) -> str:
+    """One point's outcome against several others: "yes" if better than every one, "no"
+    if one is decided better, "equal" if all are equivalent, else "unclear"."""
+    if kinds and all(k == "yes" for k in kinds):
+        return "yes"
+    if "no" in kinds:
+        return "no"
+    if kinds and all(k == "equal" for k in kinds):
+        return "equal"
+    return "unclear"
+
+
 # ---- claims: each returns its verdict in words from a Series ----------------------------
 
 Claim = tuple[str, Callable[[Series], str]]
@@ -227,17 +239,7 @@ def _among(strategy: str, others: Sequence[str], at: Sequence[float] | None, bes
                 o: s.compare((strategy, x), (o, x)) if best else s.compare((o, x), (strategy, x))
                 for o in there
             }
-            kinds = [k for k, _ in found.values()]
-            outcome = (
-                "yes"
-                if all(k == "yes" for k in kinds)
-                else "no"
-                if "no" in kinds
-                else "equal"
-                if all(k == "equal" for k in kinds)
-                else "unclear"
-            )
-            outcomes.append(outcome)
+            outcomes.append(combined([k for k, _ in found.values()]))
             # against each other strategy: strategy's verdict (best) or theirs (worst)
             listed = ", ".join(f"`{o}` {s.said(v)}" for o, (_, v) in found.items())
             details.append(f"{x_text(s.x, x)}: {listed}")
@@ -573,16 +575,7 @@ def _eps_best(at: float) -> Callable[[Series], str]:
                 if other != at and (line, other) in s.rows
             ]
             kinds = [k for k, _ in found]
-            outcome = (
-                "yes"
-                if all(k == "yes" for k in kinds)
-                else "no"
-                if "no" in kinds
-                else "equal"
-                if all(k == "equal" for k in kinds)
-                else "unclear"
-            )
-            outcomes.append(outcome)
+            outcomes.append(combined(kinds))
             beaten = sum(k == "no" for k in kinds)
             ahead = sum(k == "yes" for k in kinds)
             details.append(f"{line}: better than {ahead} of {len(kinds)}, worse than {beaten}")
