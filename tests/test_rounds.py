@@ -117,3 +117,18 @@ def test_policy_refuses_what_cannot_run():
     assert RoundPolicy.from_json(policy.to_json()) == policy
     assert RoundPolicy.from_json(RoundPolicy().to_json()) == RoundPolicy()
     assert policy.looks == (5, 9) and RoundPolicy(5, 5).looks is None
+
+
+def test_a_figure_zero_in_some_rounds_only_does_not_hold_the_rounds_open():
+    # qmmp migrates in some rounds only: no ratio to hash's zero, whatever the rounds.
+    run, _ = fake({"hash": 1.0, "qmmp": 0.8}, noise=0.01)
+
+    def with_migration(name: str, r: int) -> dict[str, float]:
+        out = run(name, r)
+        out["migration_s_total"] = 0.01 * (r % 2) if name == "qmmp" else 0.0
+        return out
+
+    policy = RoundPolicy(5, 20, figures=(*RoundPolicy().figures, "migration_s_total"))
+    rounds = run_rounds(["hash", "qmmp"], with_migration, policy)
+    assert rounds.done == 5 and rounds.stopped == "every verdict decided"
+    assert rounds.verdicts()[("qmmp", "migration_s_total")].outcome is Outcome.NO_RATIO

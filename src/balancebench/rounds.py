@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from balancebench.regression import DIRECTIONS
-from balancebench.stats import DEFAULT_MARGIN, Verdict, verdict
+from balancebench.stats import DEFAULT_MARGIN, Outcome, Verdict, verdict
 
 #: The headline figures every group's verdicts are given on (``make run`` prints them):
 #: capacity, node service (each batch's slowest node, summed), routing, p99 latency.
@@ -212,8 +212,14 @@ class Rounds:
         return group_verdicts(self.by_round(), self.baseline, self.policy, bool(self.stopped))
 
     def open(self) -> list[tuple[str, str]]:
-        """The (strategy, figure) verdicts not decided yet."""
-        return [k for k, v in self.verdicts().items() if not v.decided]
+        """The (strategy, figure) verdicts not decided yet and that more rounds can
+        decide: a figure that is 0 in some rounds only has no ratio however many rounds
+        run, so it does not hold the rounds open (nor does one round, which has none)."""
+        return [
+            k
+            for k, v in self.verdicts().items()
+            if not v.decided and not (v.outcome is Outcome.NO_RATIO and v.n >= 2)
+        ]
 
 
 def run_rounds(
