@@ -1,13 +1,18 @@
-"""What the engine charges against the work that causes it (issue 26), side by side in one run.
+"""What the engine charges against the work that causes it (issue 26), side by side in one
+run, and how far its verdicts can be trusted (issue 43).
 
-    uv run python benchmarks/engine_costs.py                     # every section, 3 repeats
-    uv run python benchmarks/engine_costs.py --sections routing fixed --repeats 5
+    uv run python benchmarks/engine_costs.py                     # every section, 5 rounds
+    uv run python benchmarks/engine_costs.py --sections noise --noise-cells default --rounds 6
 
 One Spark session (``local[*]``), every run through the runner registry as a DAG run
 does (``experiment.execute``, every batch checked by the oracle), each strategy warmed
 up under its own code paths first (``experiment.warm_up``); a section's strategies run
-``--repeats`` times in rotated order and every figure printed is the median. Sections:
+``--rounds`` rotated rounds and every figure printed is the median. Sections:
 
+- ``coverage``: the verdicts on simulated rounds with a known truth
+  (``balancebench.stats_coverage``): how often the paired ratio's interval holds the true
+  ratio at 5 and 10 rounds, how often an equivalence or a difference is called wrongly,
+  with rounds added until decided too, and the old bootstrap beside Student's t.
 - ``routing``: routing CPU per tuple of ``hash``, ``pkg`` and ``wchoices`` on ``--routing-
   tuples`` TOPK tuples (one batch; the senders' JVM CPU plus, for the per-tuple
   strategies, their Python workers' own CPU). Target: pkg and wchoices <= 2x hash.
@@ -23,6 +28,13 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 - ``signal``: ``node_work_r2`` and the residual of ``hash``, ``qmmp``, ``mnrt`` on the
   default run (``make run``'s Params). Target: r^2 >= 0.8 (a balanced run leaves tuples
   little to explain: its residual says what noise picks the slowest node).
+- ``noise``: the round-to-round coefficient of variation of capacity, node service,
+  routing and p99 latency on the default run's cell and on the crossover's TOPK s = 1.4
+  cell at 1M tuples per node and batch (``--noise-cells``), and where it comes from: each
+  batch's CV, the share of a run's variance that is its batches moving together, the
+  JVM's GC share of the node tasks, the paired log-ratio's spread against the unpaired
+  one, and a fixed Spark job's own CV at a node task's size (the machine's floor).
+  Target: CV <= 3% for node service and capacity.
 - ``migration``: (1) the planners' ``migration_s_total`` over their node service on the
   default run (target <= 10%); (2) runs that move ~1k, ~10k and ~100k stored tuples
   (full-history EQ5 under ``hash``, a fixed share of every node's state moved to the next
@@ -351,12 +363,11 @@ def noise_of_cell(
 
     policy = RoundPolicy(args.rounds, args.rounds)
     found = run_rounds(names, run, policy, report_run(f"{cell_name}: "))
-    per_node = float(
-        np.mean([b.node_received.mean() for runs in batches.values() for r in runs for b in r])
+    # The floor's tasks are sized to a node's CPU in a batch (its node stages summed).
+    task_s = float(
+        np.mean([b.node_work_s.mean() for runs in batches.values() for r in runs for b in r])
     )
-    floor = machine_floor(
-        spark, params.n_nodes, int(per_node), params.n_batches, 6 * params.n_batches
-    )
+    floor = machine_floor(spark, params.n_nodes, task_s, params.n_batches, 8 * params.n_batches)
     cell.release()
     print(
         f"\n[noise] {cell_name} cell: {params.workload.name}, s={params['zipf_s']:g}, "

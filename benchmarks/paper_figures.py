@@ -145,6 +145,9 @@ def record_timing(figure: str, rounds: int, runs: int, wall_s: float, source: st
     if TIMINGS.exists():
         with TIMINGS.open(newline="") as f:
             rows = [r for r in csv.DictReader(f) if r["figure"] != figure]
+        for r in rows:  # rows made before 2026-11-28 counted "repetitions"
+            if "repetitions" in r:
+                r["rounds"] = r.pop("repetitions")
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     rows.append(
         dict(

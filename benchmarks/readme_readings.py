@@ -40,6 +40,7 @@ from balancebench.stats import (
     LOWER,
     Outcome,
     Verdict,
+    look_schedule,
     mean_interval,
     verdict,
 )
@@ -107,7 +108,7 @@ class Design:
             margin = float(table["equivalence_margin"].iloc[0])
         if {"min_rounds", "max_rounds"} <= set(table.columns):
             first, last = int(table["min_rounds"].iloc[0]), int(table["max_rounds"].iloc[0])
-            looks = (first, last) if last > first and first >= 2 else None
+            looks = look_schedule(first, last)
         return cls(margin, looks, paired_across_x)
 
 
@@ -993,10 +994,8 @@ def render_default_run() -> str:
     against the baseline on the paired rounds."""
     table = pd.read_csv(DEFAULT_RUN).assign(point=0.0)
     design = Design.of(table)
-    baseline = str(table["baseline"].iloc[0])
     names = strategy_order(table["strategy"].unique().tolist())
-    base = "hash" if baseline == "auto" and "hash" in names else baseline
-    base = names[0] if base == "auto" else base
+    base = str(table["baseline"].iloc[0])  # the baseline the run used, resolved
     series = {m.column: Series(table, "point", m, "round", design) for m in DEFAULT_METRICS}
     rounds = table.groupby("strategy")["round"].nunique()
     counts = "/".join(str(n) for n in sorted(set(rounds)))
@@ -1038,9 +1037,7 @@ def render_crossover() -> str:
     rounds = pd.read_csv(CROSSOVER)
     settings = pd.read_csv(CROSSOVER_SETTINGS)
     first, last = int(settings["min_rounds"].iloc[0]), int(settings["max_rounds"].iloc[0])
-    design = Design(
-        float(settings["margin"].iloc[0]), (first, last) if last > first and first >= 2 else None
-    )
+    design = Design(float(settings["margin"].iloc[0]), look_schedule(first, last))
     counts = rounds.groupby(["workload", "zipf_s", "load_per_node"])["round"].nunique()
     lines = [
         f"Source: `docs/figures/{CROSSOVER.name}` (`make crossover`): "

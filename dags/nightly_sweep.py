@@ -2,28 +2,33 @@
 ## nightly_sweep
 
 The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes`, each
-cell run `repetitions` times, compared with the cell's own history. With the Param
-`figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's experiments instead (its
-grid and Params fixed, scaled as `balancebench.paper000` states) and also draws the
-paper-style figure (on the parent run, under `figure/`). Runs every night at
+cell group (the cells that differ only in the strategy) in paired, rotated rounds, every
+strategy judged against the group's baseline, every cell compared with its own history.
+With the Param `figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's
+experiments instead (its grid and Params fixed, scaled as `balancebench.paper000` states)
+and also draws the paper-style figure (on the parent run, under `figure/`). Runs every night at
 `BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
 Wiring only; every step is a function of `balancebench.pipeline`.
 
-1. **generate**: checks the Params (grid, repetitions and every shared Param: a bad
+1. **generate**: checks the Params (grid, rounds and every shared Param: a bad
    choice fails here, naming the field), writes or reuses one seeded dataset per
    (dataset, `zipf_s`) and opens the sweep's MLflow parent run.
 2. **validate**: the Great Expectations suites of every dataset; a failure stops the
    sweep before any Spark job. Then one MLflow run per cell is opened.
 3. **run_application** (mapped over Spark applications: one per workload and N, each
-   shown as `application k of K: <workload> · N=<n_nodes> · s=<zipf_s values> (R runs)`):
-   one `spark-submit spark_apps/run_workload.py` per application, which loads its cell
-   groups' datasets in turn (a cell group: the cells that differ only in the strategy;
-   groups that differ only in the tolerance share one load) and runs each group's
-   repetitions in rotated order, each with the same run spec as
-   `balance_experiment` and its own MLflow run; the task log says `run r of R` with the
-   time left. At most `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) applications at once.
-4. **summarize**: mean, std and bootstrap 95% CI per cell; the regression check against
+   shown as `application k of K: <workload> · N=<n_nodes> · s=<zipf_s values> (G cell
+   group(s) x 5-10 rounds)`): one `spark-submit spark_apps/run_workload.py` per
+   application, which loads its cell groups' datasets in turn (groups that differ only in
+   the tolerance share one load) and runs each group in paired, rotated rounds (at least
+   `min_rounds`, then more until every headline verdict is decided, `max_rounds` or the
+   group's share of `max_estimated_hours`), each round of a cell with the same run spec as
+   `balance_experiment` and its own MLflow run; the task log says the round, the run, the
+   strategy, the batch and, after each round, the verdicts still open. At most
+   `BALANCEBENCH_TIMED_CONCURRENCY` (default 1) applications at once.
+4. **summarize**: mean, std and Student-t 95% interval per cell over its rounds; every
+   strategy's verdict against its group's baseline on the paired rounds (the report, and
+   tags on the cells and the parent); the regression check against
    each cell's history (Flink's rule: baseline = best rolling min-of-3 of the last 30 runs,
    alert beyond max(4%, 2 stdev)); deterministic figures checked exactly; the report page
    (`.local/reports/<parent run>.html`, also on the parent run).

@@ -101,11 +101,6 @@ def test_a_failed_run_drops_its_strategy_and_the_others_go_on():
     rounds = run_rounds(["hash", "qmmp", "mnrt"], failing, RoundPolicy(5, 5))
     assert rounds.failed == ["mnrt"] and rounds.done == 5
     assert {k[0] for k in rounds.verdicts()} == {"qmmp"}
-    # A failed baseline leaves nothing to compare: the group stops at its minimum.
-    lost = run_rounds(
-        ["hash", "qmmp"], lambda n, r: None if n == "hash" else run(n, r), RoundPolicy(2, 9)
-    )
-    assert lost.verdicts() == {} and lost.done == 2
 
 
 def test_policy_refuses_what_cannot_run():
@@ -132,3 +127,18 @@ def test_a_figure_zero_in_some_rounds_only_does_not_hold_the_rounds_open():
     rounds = run_rounds(["hash", "qmmp"], with_migration, policy)
     assert rounds.done == 5 and rounds.stopped == "every verdict decided"
     assert rounds.verdicts()[("qmmp", "migration_s_total")].outcome is Outcome.NO_RATIO
+
+
+def test_a_minimum_of_one_round_still_looks_at_the_per_look_level():
+    # An interval needs 2 rounds: the looks run from 2, and a group of 1 to 2 rounds has
+    # one look only (a fixed number).
+    assert RoundPolicy(1, 5).looks == (2, 5)
+    assert RoundPolicy(1, 2).looks is None and RoundPolicy(2, 2).looks is None
+
+
+def test_a_failed_baseline_stops_the_rounds_at_once():
+    run, _ = fake({"hash": 1.0, "qmmp": 0.8}, noise=0.01)
+    rounds = run_rounds(
+        ["hash", "qmmp"], lambda n, r: None if n == "hash" else run(n, r), RoundPolicy(5, 9)
+    )
+    assert rounds.done == 1 and rounds.stopped.startswith("no verdict left to give")

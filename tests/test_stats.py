@@ -137,3 +137,15 @@ def test_mean_interval_is_student_t_and_says_when_there_is_none():
     assert one.mean == 2.0 and math.isnan(one.lo) and math.isnan(one.hi)
     flat = mean_interval([2.0, 2.0, 2.0])
     assert (flat.lo, flat.hi, flat.std) == (2.0, 2.0, 0.0)
+
+
+def test_a_change_inside_the_margin_is_equivalent_even_where_it_is_exact():
+    # A deterministic 0.5% change excludes no-change, yet lies within ±3%: equivalent
+    # (a change below the margin is not called faster or slower).
+    base = [1.0, 1.1, 0.9, 1.0, 1.05]
+    same = verdict(base, [0.995 * b for b in base], LOWER)
+    assert same.outcome is Outcome.EQUIVALENT
+    assert same.text() == "equivalent within ±3% [+0.5%, +0.5%]"
+    assert verdict(base, [0.995 * b for b in base], LOWER, margin=0.0).text() == (
+        "0.5% faster [0.5%, 0.5%]"
+    )

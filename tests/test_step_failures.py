@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 
+import pandas as pd
 import pytest
 
 from balancebench import pipeline, tracking
@@ -104,3 +105,49 @@ def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
     assert run.info.status == "KILLED"
     assert "manually set to `failed`" in run.data.tags["balancebench.killed_reason"]
     assert tracking.store().get_run(other["run"]).info.status == "RUNNING"
+
+
+def test_a_strategy_with_a_failed_round_gets_no_verdict_and_fails_its_run(local_state):
+    """As in its Spark application (``rounds.Rounds.failed``), a strategy whose round run
+    failed is not judged: its cell and the parent end FAILED, its verdicts are left out,
+    and the others are judged on their paired rounds (here: 5 each, mnrt clearly faster)."""
+    params = ExperimentSpec.checked(
+        {"experiment": "step-failures", "n_tuples": 1000, "strategies": ["hash", "qmmp", "mnrt"]}
+    )
+    parent = tracking.start_parent_run(
+        "step-failures", {"n_tuples": 1000}, "balance_experiment", "manual__rounds", "sha256:x"
+    )
+    dataset = pipeline.Dataset("/nonexistent", "sha256:x", {"events": 1000})
+    generated = pipeline.Generated(
+        "balance_experiment", "manual__rounds", parent, params.to_json(), {"t": dataset}
+    ).to_xcom()
+    client = tracking.client()
+    experiment = client.get_run(parent).info.experiment_id
+    noise = [1.0, 1.3, 0.8, 1.2, 0.9]
+    for strategy, scale in (("hash", 1.0), ("qmmp", 0.9), ("mnrt", 0.7)):
+        cell = client.create_run(
+            experiment, tags={"mlflow.parentRunId": parent, tracking.ROLE_TAG: "cell"}
+        ).info.run_id
+        client.log_param(cell, "strategy", strategy)
+        for r, n in enumerate(noise):
+            run = client.create_run(
+                experiment,
+                tags={"mlflow.parentRunId": cell, tracking.ROLE_TAG: "round", ROUND_TAG: str(r)},
+            ).info.run_id
+            client.log_metric(run, "makespan_s_total", scale * n)
+            client.log_metric(run, "capacity_tuples_per_s", 1e6 / (scale * n))
+            client.set_terminated(run, "FINISHED")
+        if strategy == "qmmp":  # its sixth round's Spark run failed
+            run = client.create_run(
+                experiment,
+                tags={"mlflow.parentRunId": cell, tracking.ROLE_TAG: "round", ROUND_TAG: "5"},
+            ).info.run_id
+            client.set_terminated(run, "FAILED")
+    complete, text = pipeline.compare_step(generated)
+    assert not complete
+    assert tracking.store().get_run(parent).info.status == "FAILED"
+    cells = tracking.child_runs(parent).set_index("params.strategy")
+    assert cells.loc["qmmp", "status"] == "FAILED" and cells.loc["mnrt", "status"] == "FINISHED"
+    assert pd.isna(cells.loc["qmmp", "tags.verdict.makespan_s_total"])  # no verdict
+    assert cells.loc["mnrt", "tags.verdict.makespan_s_total"] == ("30.0% faster [30.0%, 30.0%]")
+    assert "qmmp" not in text and "mnrt" in text

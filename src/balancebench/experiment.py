@@ -45,9 +45,10 @@ from balancebench.streams import ReplayStream, build_stream
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything a strategy run needs; serialised into the spark-submit arguments (one
-    spec) or a specs file (a sweep application's, :meth:`group_args`). Its ``params`` were
-    checked at the door (:meth:`ExperimentSpec.checked`) and travel as their JSON form."""
+    """Everything a strategy run needs: a cell group's cell (:class:`GroupSpec`, written to
+    the groups file spark-submit reads) and, made from it, each of its rounds
+    (:meth:`GroupSpec.round_spec`). Its ``params`` were checked at the door
+    (:meth:`ExperimentSpec.checked`) and travel as their JSON form."""
 
     dataset_dir: str
     strategy: str
@@ -57,7 +58,7 @@ class RunSpec:
     dag_run_id: str = ""
     #: Where the JSON summary goes (default ``.local/results/<parent run>/<strategy>.json``).
     result_path: str | None = None
-    #: MLflow run name (default: the strategy) and extra tags (a sweep's cell, repetition).
+    #: MLflow run name (default: the strategy) and extra tags (a sweep's cell, the round).
     run_name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     #: Timed runs of this DAG run allowed at once on the machine (logged as a param).
@@ -72,21 +73,6 @@ class RunSpec:
     def from_json(cls, data: str | dict[str, Any]) -> RunSpec:
         fields = json.loads(data) if isinstance(data, str) else dict(data)
         return cls(**{**fields, "params": ExperimentSpec.from_json(fields["params"])})
-
-    def to_args(self) -> list[str]:
-        return ["--spec", json.dumps(self.to_json(), sort_keys=True)]
-
-    @staticmethod
-    def group_args(specs: Sequence[RunSpec], path: Path) -> list[str]:
-        """The spark-submit arguments of runs that share one application: the specs go to
-        a file (``path``), as Linux caps one argument at 128 KiB and a spec is ~4 kB."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps([s.to_json() for s in specs], sort_keys=True))
-        return ["--specs-file", str(path)]
-
-    @classmethod
-    def read_group(cls, path: str) -> list[RunSpec]:
-        return [cls.from_json(spec) for spec in json.loads(Path(path).read_text())]
 
 
 def event_times(stream: ReplayStream) -> np.ndarray:
@@ -303,7 +289,7 @@ def _loaded_params(params: ExperimentSpec) -> dict[str, Any]:
 class LoadedCell:
     """One dataset's replay stream loaded in a Spark session, and what every run of it
     needs (its engine configuration, the tuples' event times): the runs of a sweep's cell
-    group (:func:`run_group`) and of the side-by-side benchmarks are :meth:`run` calls on
+    group (:func:`run_groups`) and of the side-by-side benchmarks are :meth:`run` calls on
     one loaded cell."""
 
     def __init__(
@@ -734,16 +720,23 @@ class _Application:
             finally:
                 self.durations.append(time.perf_counter() - started)
             self.records.append(record)
-            _log_round(self.mlflow, cell.spec.parent_run_id, r, record["summary"])
+            with contextlib.suppress(Exception):  # the round is measured and logged already
+                _log_round(self.mlflow, cell.spec.parent_run_id, r, record["summary"])
             return record["summary"]
 
-        rounds = run_rounds(list(by_name), run, group.policy, on_round=report_round(prefix))
-        client = self.mlflow.MlflowClient()
-        for cell in group.cells:
-            if cell.parent_run_id:
-                with contextlib.suppress(Exception):  # a store error must not hide the runs
-                    client.set_tag(cell.parent_run_id, ROUNDS_DONE_TAG, str(rounds.done))
-                    client.set_tag(cell.parent_run_id, ROUNDS_STOPPED_TAG, rounds.stopped)
+        rounds = None
+        try:
+            rounds = run_rounds(list(by_name), run, group.policy, on_round=report_round(prefix))
+        finally:
+            done = str(rounds.done) if rounds else "?"
+            why = rounds.stopped if rounds else "the application stopped during its rounds"
+            client = self.mlflow.MlflowClient()
+            for cell in group.cells:
+                if not cell.parent_run_id:
+                    continue
+                for tag, value in ((ROUNDS_DONE_TAG, done), (ROUNDS_STOPPED_TAG, why)):
+                    with contextlib.suppress(Exception):  # a store error must not hide runs
+                        client.set_tag(cell.parent_run_id, tag, value)
 
 
 def _log_round(mlflow: Any, cell_run: str | None, r: int, summary: dict[str, float]) -> None:

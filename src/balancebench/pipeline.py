@@ -338,7 +338,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         f"{s}: {len(found.rounds.get(s, {}))} of at least {p['min_rounds']} rounds"
         for s in expected
         if len(found.rounds.get(s, {})) < p["min_rounds"]
-    ]
+    ] + [f"{s}: a round's run failed (no verdict)" for s in found.failed]
     now = int(time.time() * 1000)
     for s, run in found.cell_runs.items():
         cols = found.columns[s]
@@ -356,7 +356,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
                     ],
                 )
         stopped = client.get_run(run).data.tags.get(ROUNDS_STOPPED_TAG, "")
-        failed = any(x.startswith(f"{s}:") for x in short)
+        failed = any(x.startswith(f"{s}: ") for x in short)
         tracking.end_run(
             run,
             "FAILED" if failed else "FINISHED",
@@ -373,7 +373,8 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     verdicts = out / "verdicts.csv"
     pd.DataFrame([r.as_dict() for r in found.rows]).to_csv(verdicts, index=False)
     rounds = out / "rounds.csv"
-    design = {k: p[k] for k in ("min_rounds", "max_rounds", "equivalence_margin", "baseline")}
+    design = {k: p[k] for k in ("min_rounds", "max_rounds", "equivalence_margin")}
+    design["baseline"] = found.baseline  # resolved: what "auto" chose
     pd.DataFrame(
         [
             {"strategy": s, "round": r, **figures, **design, "parent_run": parent}
@@ -407,12 +408,14 @@ def _log_parent_summary(client: Any, parent: str, table: Any, rows: list[Any]) -
 
     from balancebench.regression import TIMED
 
+    import pandas as pd
+
     means = table.set_index("strategy")
     metrics = [
         Metric(f"{m}.{s}", float(means.loc[s, m]), 0, 0)
         for m in TIMED
         for s in means.index
-        if m in means and means.loc[s, m] == means.loc[s, m]  # not NaN
+        if m in means and pd.notna(means.loc[s, m])  # not measured: None or NaN
     ]
     client.log_batch(parent, metrics=metrics)
     for row in rows:
@@ -765,11 +768,12 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     from balancebench.round_runs import (
         ROUNDS_FINISHED,
         cell_columns,
+        failed_rounds,
         finished_rounds,
         round_figures,
         verdict_rows,
     )
-    from balancebench.rounds import RoundPolicy
+    from balancebench.rounds import RoundPolicy, choose_baseline
     from balancebench.sweep_grid import cell_groups, cells
 
     g = Generated.from_xcom(generated)
@@ -798,6 +802,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     grid_cells = cells(p["grid"])
     rounds_of: dict[str, dict[int, dict[str, float]]] = {}
     stopped: dict[str, str] = {}
+    failed_cells: set[str] = set()
     for cell in grid_cells:
         run_id = by_label[cell.label]
         tags = client.get_run(run_id).data.tags
@@ -805,6 +810,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         stopped[cell.group] = tags.get(ROUNDS_STOPPED_TAG, stopped.get(cell.group, ""))
         done = finished_rounds(run_id)
         rounds_of[cell.label] = round_figures(done, summarised)
+        if failed_rounds(run_id):
+            failed_cells.add(cell.label)
         row: dict[str, Any] = {
             "label": cell.label,
             "group": cell.group,
@@ -840,6 +847,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         )
         if len(done) < p["min_rounds"]:
             incomplete.append(f"{cell.label}: {len(done)} of at least {p['min_rounds']} rounds")
+        elif cell.label in failed_cells:
+            incomplete.append(f"{cell.label}: a round's run failed (no verdict)")
         history = _cell_history(experiment_id, key, parent) if len(done) else pd.DataFrame()
         verdicts = []
         for m, direction in regression.TIMED.items():
@@ -863,9 +872,11 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         rows.append(row)
     # Per cell group: each strategy against the baseline on the paired rounds.
     group_rows = []
+    baselines = {}
     for group, members in cell_groups(grid_cells).items():
+        baselines[group] = choose_baseline([c.strategy for c in members], policy.baseline)
         found = verdict_rows(
-            {c.strategy: rounds_of[c.label] for c in members},
+            {c.strategy: rounds_of[c.label] for c in members if c.label not in failed_cells},
             policy,
             [c.strategy for c in members],
         )
@@ -877,7 +888,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     for row in rows:
         n = int(row[ROUNDS_FINISHED])
         note = f"{n} rounds ({stopped.get(row['group']) or 'not run'})"
-        tracking.end_run(row["run_id"], "FINISHED" if n >= p["min_rounds"] else "FAILED", note)
+        ok = n >= p["min_rounds"] and row["label"] not in failed_cells
+        tracking.end_run(row["run_id"], "FINISHED" if ok else "FAILED", note)
     table = pd.DataFrame(rows)
     measured = measurement_lines(pd.concat(measured_runs) if measured_runs else pd.DataFrame())
     # The sweep's wall time so far: from its parent run's start (the generate step) to now.
@@ -905,7 +917,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     (reports / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
     table.to_csv(reports / f"{parent}.csv", index=False)
     rounds_csv = reports / f"{parent}.rounds.csv"
-    _rounds_table(grid_cells, rounds_of, p).to_csv(rounds_csv, index=False)
+    _rounds_table(grid_cells, rounds_of, p, baselines).to_csv(rounds_csv, index=False)
     for path in (html_path, reports / f"{parent}.txt", reports / f"{parent}.csv", rounds_csv):
         client.log_artifact(parent, str(path), "report")
     client.set_tag(parent, "report_path", str(html_path))
@@ -923,7 +935,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         out = results_dir() / parent
         figure_path = draw_figure(table, fig, out, caption)
         rounds_path = figure_path.with_suffix(".rounds.csv")
-        _rounds_table(grid_cells, rounds_of, p, fig.x).to_csv(rounds_path, index=False)
+        _rounds_table(grid_cells, rounds_of, p, baselines, fig.x).to_csv(rounds_path, index=False)
         for path in (figure_path, figure_path.with_suffix(".csv"), rounds_path):
             client.log_artifact(parent, str(path), "figure")
         client.set_tag(parent, "figure_path", str(figure_path))
@@ -960,10 +972,12 @@ def _rounds_table(
     grid_cells: Any,
     rounds_of: Mapping[str, Mapping[int, Mapping[str, float]]],
     p: Mapping[str, Any],
+    baselines: Mapping[str, str],
     x: str | None = None,
 ) -> Any:
-    """One row per (cell, round): the round's figures, and the rounds' policy (what the
-    verdicts recomputed from this table need: ``balancebench.rounds.group_verdicts``)."""
+    """One row per (cell, round): the round's figures, and the rounds' policy with each
+    group's resolved baseline (what the verdicts recomputed from this table need:
+    ``balancebench.rounds.group_verdicts``)."""
     import pandas as pd
 
     rows = []
@@ -977,10 +991,11 @@ def _rounds_table(
                 "tolerance": p["tolerance"] if cell.tolerance is None else cell.tolerance,
                 "round": r,
                 **figures,
+                "baseline": baselines[cell.group],
             }
             rows.append(row)
     table = pd.DataFrame(rows)
-    for name in ("min_rounds", "max_rounds", "equivalence_margin", "baseline"):
+    for name in ("min_rounds", "max_rounds", "equivalence_margin"):
         table[name] = p[name]
     if x is not None and len(table):
         table = table.sort_values(["strategy", x, "round"], kind="stable")

@@ -42,6 +42,15 @@ def finished_rounds(cell_run: str) -> pd.DataFrame:
     return done.sort_values("round", kind="stable").reset_index(drop=True)
 
 
+def failed_rounds(cell_run: str) -> int:
+    """How many of the cell's round runs ended FAILED or KILLED (a failed Spark run: the
+    cell gets no verdict, as in its application, ``rounds.Rounds.failed``)."""
+    children = tracking.child_runs(cell_run)
+    if children.empty:
+        return 0
+    return int(children["status"].isin(["FAILED", "KILLED"]).sum())
+
+
 def round_figures(done: pd.DataFrame, metrics: Iterable[str]) -> dict[int, dict[str, float]]:
     """Per round, the run's value of each of ``metrics`` it logged (finite ones)."""
     headline = headline_metrics()
@@ -135,6 +144,9 @@ class Comparison:
     columns: dict[str, dict[str, float]]
     cell_runs: dict[str, str]
     rows: list[VerdictRow]
+    #: Strategies with a failed round (no verdict), and the group's baseline.
+    failed: list[str]
+    baseline: str
 
     def means(self) -> dict[str, dict[str, float]]:
         return {
@@ -164,4 +176,8 @@ def experiment_comparison(
     columns = {s: cell_columns(r, metrics) for s, r in rounds.items()}
     policy = RoundPolicy.of_params(params)
     order = [s for s in params["strategies"] if s in cell_runs]
-    return Comparison(rounds, columns, cell_runs, verdict_rows(rounds, policy, order))
+    failed = [s for s in order if failed_rounds(cell_runs[s])]
+    judged = {s: r for s, r in rounds.items() if s not in failed}
+    rows = verdict_rows(judged, policy, order)
+    baseline = choose_baseline(order, policy.baseline) if order else ""
+    return Comparison(rounds, columns, cell_runs, rows, failed, baseline)

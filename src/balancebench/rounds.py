@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from balancebench.regression import DIRECTIONS
-from balancebench.stats import DEFAULT_MARGIN, Outcome, Verdict, verdict
+from balancebench.stats import DEFAULT_MARGIN, Outcome, Verdict, look_schedule, verdict
 
 #: The headline figures every group's verdicts are given on (``make run`` prints them):
 #: capacity, node service (each batch's slowest node, summed), routing, p99 latency.
@@ -65,14 +65,19 @@ def rotated_rounds(names: Sequence[str], rounds: int, first: int = 0) -> Iterato
 
 def choose_baseline(names: Sequence[str], wanted: str = AUTO) -> str:
     """The group's baseline: ``wanted``, or with ``auto`` hash when the group has it,
-    else its first strategy (the registry's order)."""
+    else its first strategy in the registry's order (whatever order ``names`` come in)."""
     if wanted != AUTO:
         if wanted not in names:
             raise ValueError(
                 f"baseline: {wanted!r} is not among {list(names)}; allowed: one of them or {AUTO!r}"
             )
         return wanted
-    return "hash" if "hash" in names else names[0]
+    if "hash" in names:
+        return "hash"
+    from balancebench.strategies import STRATEGIES
+
+    known = [s for s in STRATEGIES if s in names]
+    return known[0] if known else names[0]
 
 
 @dataclass(frozen=True)
@@ -102,10 +107,9 @@ class RoundPolicy:
 
     @property
     def looks(self) -> tuple[int, int] | None:
-        """The rounds after which a verdict may stop the group (None: a fixed number)."""
-        if self.max_rounds == self.min_rounds or self.min_rounds < 2:
-            return None
-        return self.min_rounds, self.max_rounds
+        """The rounds after which a verdict may stop the group (None: a fixed number):
+        ``stats.look_schedule``."""
+        return look_schedule(self.min_rounds, self.max_rounds)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -258,6 +262,8 @@ def run_rounds(
         last = now - round_started
         if not rounds.alive:
             rounds.stopped = "every strategy's run failed"
+        elif len(names) > 1 and (rounds.baseline in rounds.failed or len(rounds.alive) < 2):
+            rounds.stopped = "no verdict left to give (the baseline, or all but one, failed)"
         elif r + 1 >= policy.max_rounds:
             rounds.stopped = f"max_rounds ({policy.max_rounds}) reached"
         elif r + 1 >= policy.min_rounds:

@@ -14,14 +14,15 @@ default run:
   geometric mean of the per-round ratios with a t interval on the log-ratios. Unpaired
   (points that do not share rounds, e.g. two skews): the ratio of geometric means with a
   Welch t interval on the logs;
-- :func:`verdict`: three words only. "X% faster [lo, hi]" or "X% slower [lo, hi]" when
-  the interval excludes 1; "equivalent within ±m%" when the whole interval lies inside
-  [1 - m, 1 + m] (two one-sided tests at the interval's level); otherwise "no clear
-  difference (n rounds)", or "undecided after n rounds" when rounds were added until a
-  budget ended. X is the change of the figure itself, the strategy against the baseline
-  (node service 0.8 s against 1.0 s is "20% faster"; capacity 1.25M against 1.0M is
-  "25% faster"); the brackets are the interval of that change, signed (+ faster, - slower)
-  where the verdict names no direction.
+- :func:`verdict`: three words only. "equivalent within ±m%" when the whole interval lies
+  inside [1 - m, 1 + m] (two one-sided tests, each at half the interval's error: 2.5% for
+  a 95% interval, stricter than the usual 5%); else "X% faster [lo, hi]" or "X% slower
+  [lo, hi]" when the interval excludes 1; otherwise "no clear difference (n rounds)", or
+  "undecided after n rounds" when rounds were added until a budget ended. X is the
+  change of the figure itself, the strategy against the baseline (node service 0.8 s
+  against 1.0 s is "20% faster"; capacity 1.25M against 1.0M is "25% faster"); the
+  brackets are the interval of that change, signed (+ faster, - slower) where the verdict
+  names no direction.
 
 **Adding rounds until the answer is clear** (:func:`sequential_alpha`). Looking at the
 interval after every round and stopping once it excludes 1 would find a difference that
@@ -284,11 +285,13 @@ def verdict(
             who = "0 in every round, the baseline not" if lower else "the baseline 0 in every round"
             return Verdict(outcome, direction, margin, n, reason=who)
         return Verdict(Outcome.NO_RATIO, direction, margin, n, reason=ratio)
-    if ratio.lo > 1 or ratio.hi < 1:
+    if ratio.lo >= 1 - margin and ratio.hi <= 1 + margin:
+        # Inside the margin, even where it excludes no change: a change smaller than the
+        # margin is called equivalent, not faster (Criterion's noise threshold).
+        outcome = Outcome.EQUIVALENT
+    elif ratio.lo > 1 or ratio.hi < 1:
         good = (ratio.hi < 1) == (direction == LOWER)
         outcome = Outcome.FASTER if good else Outcome.SLOWER
-    elif ratio.lo >= 1 - margin and ratio.hi <= 1 + margin:
-        outcome = Outcome.EQUIVALENT
     else:
         outcome = Outcome.UNDECIDED if exhausted and looks is not None else Outcome.UNCLEAR
     return Verdict(outcome, direction, margin, ratio.n, ratio)
@@ -306,6 +309,14 @@ def _zero_against_positive(baseline: Sequence[float], other: Sequence[float]) ->
     if np.all(b == 0) and np.all(o > 0):
         return "baseline"
     return None
+
+
+def look_schedule(min_rounds: int, max_rounds: int) -> tuple[int, int] | None:
+    """The rounds after which a verdict may stop a group of ``min_rounds`` to
+    ``max_rounds`` rounds: every round from ``max(2, min_rounds)`` (an interval needs 2) to
+    ``max_rounds``; None when that is one look only (a fixed number of rounds)."""
+    first = max(2, min_rounds)
+    return (first, max_rounds) if max_rounds > first else None
 
 
 @lru_cache(maxsize=64)

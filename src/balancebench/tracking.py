@@ -4,7 +4,7 @@
   is set; artifacts under ``<project>/.local/mlflow/artifacts``.
 - One parent run per experiment DAG run (tags ``airflow.dag_id``, ``airflow.run_id``), its
   children (tag ``mlflow.parentRunId``): one per strategy (``balance_experiment``), per sweep
-  cell (``nightly_sweep``, the cell's repetition runs under it) or per strategy and
+  cell (``nightly_sweep``, the cell's round runs under it) or per strategy and
   parameter point (``model_experiment``). A workload run or sweep cell carries the Params
   that apply to it (``experiment_params.applicable_params``), not every Param.
 """
@@ -34,7 +34,7 @@ EXPERIMENT_DESCRIPTION = (
     "balancebench: load-balancing and data-distribution strategies of stream processing, "
     "run side by side on Spark. One parent run per DAG run (its description says what it "
     "compares and who won); one child per strategy (balance_experiment) or per sweep cell "
-    "(nightly_sweep, with one run per repetition under it). Every metric's unit is in its "
+    "(nightly_sweep, with one run per round under it). Every metric's unit is in its "
     "name and its definition in metric_definitions.json on every run."
 )
 

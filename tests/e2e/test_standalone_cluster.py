@@ -10,14 +10,16 @@ import signal
 import subprocess
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from balancebench.experiment import RunSpec
+from balancebench.experiment import GroupSpec, RunSpec
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.generators import generate, generator_params
 from balancebench.local_env import airflow_env
 from balancebench.paths import datasets_dir, local_dir
+from balancebench.rounds import RoundPolicy
 from tests.e2e.conftest import (
     BIN,
     ROOT,
@@ -68,21 +70,32 @@ def cluster(local_state):
 CLUSTER_ARGS = ["--executor-memory", "768m", "--total-executor-cores", "3"]
 
 
-def _command(master: str, spec: RunSpec, extra: list[str]) -> list[str]:
+def _run(label: str, params: ExperimentSpec, folder: Path, tmp_path: Path) -> GroupSpec:
+    """One run of mnrt as a group of one cell and one round, its record under tmp_path."""
+    cell = RunSpec(dataset_dir=str(folder), strategy="mnrt", params=params)
+    return GroupSpec(label, (cell,), RoundPolicy(1, 1), str(tmp_path / label))
+
+
+def _command(master: str, group: GroupSpec, extra: list[str]) -> list[str]:
+    path = Path(group.results_dir).with_suffix(".groups.json")
     return [
         str(BIN / "spark-submit"),
         "--master",
         master,
         *extra,
         str(ROOT / "spark_apps" / "run_workload.py"),
-        *spec.to_args(),
+        *GroupSpec.write([group], path),
     ]
 
 
-def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
+def _record(group: GroupSpec) -> dict:
+    return json.loads((Path(group.results_dir) / "mnrt-round1.json").read_text())
+
+
+def _submit(master: str, group: GroupSpec, extra: list[str]) -> dict:
     env = {**os.environ, **airflow_env()}
     done = subprocess.run(
-        _command(master, spec, extra),
+        _command(master, group, extra),
         env=env,
         capture_output=True,
         text=True,
@@ -90,7 +103,7 @@ def _submit(master: str, spec: RunSpec, extra: list[str]) -> dict:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads(open(spec.result_path).read())
+    return _record(group)
 
 
 def test_the_cluster_listens_on_loopback_only_without_the_rest_submission_api(cluster):
@@ -118,13 +131,7 @@ def test_cluster_result_equals_local(cluster, tmp_path):
         ("local", "local[2]", []),
         ("cluster", cluster, CLUSTER_ARGS),
     ):
-        spec = RunSpec(
-            dataset_dir=str(folder),
-            strategy="mnrt",
-            params=params,
-            result_path=str(tmp_path / f"{label}.json"),
-        )
-        results[label] = _submit(master, spec, extra)
+        results[label] = _submit(master, _run(label, params, folder, tmp_path), extra)
     assert results["cluster"]["spark_master"] == cluster
     assert results["local"]["spark_master"] == "local[2]"
     # Routing is deterministic: the same tuples land on the same nodes, same TOPK.
@@ -148,19 +155,12 @@ def test_a_run_survives_a_lost_executor(cluster, tmp_path):
         params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
     )
 
-    def spec(label: str) -> RunSpec:
-        return RunSpec(
-            dataset_dir=str(folder),
-            strategy="mnrt",
-            params=params,
-            result_path=str(tmp_path / f"{label}.json"),
-        )
-
-    calm = _submit("local[2]", spec("calm"), [])
+    calm = _submit("local[2]", _run("calm", params, folder, tmp_path), [])
+    faulty = _run("fault", params, folder, tmp_path)
     master, pids = cluster
     env = {**os.environ, **airflow_env()}
     proc = subprocess.Popen(
-        _command(master, spec("fault"), CLUSTER_ARGS),
+        _command(master, faulty, CLUSTER_ARGS),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -172,7 +172,7 @@ def test_a_run_survives_a_lost_executor(cluster, tmp_path):
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if killed_after is None and "[balancebench progress]" in line:
+            if killed_after is None and "batch 1 of 4 checked by the oracle" in line:
                 # Batch 1 of 4 is done: batch 2 runs now. The bigger worker goes,
                 # with its executor (same process group), without a word.
                 os.killpg(pids["worker-b"], signal.SIGKILL)
@@ -189,6 +189,6 @@ def test_a_run_survives_a_lost_executor(cluster, tmp_path):
     with urllib.request.urlopen("http://127.0.0.1:8090/json/", timeout=5) as resp:
         alive = [w for w in json.load(resp)["workers"] if w["state"] == "ALIVE"]
     assert len(alive) == 1  # the run really finished on one worker
-    fault = json.loads((tmp_path / "fault.json").read_text())
+    fault = _record(faulty)
     assert fault["spark_master"] == master
     assert deterministic_outputs(fault) == deterministic_outputs(calm)

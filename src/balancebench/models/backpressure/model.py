@@ -460,7 +460,7 @@ class BackpressureModel(Model):
         self, results: list[tuple[ModelPoint, ModelResult]], checked: list[dict[str, Any]]
     ) -> Any:
         """Paper 003 Table 1 as a figure: completion time against alpha, one line per beta
-        (mean over the repetitions, bars: bootstrap 95% CI), one panel per strategy and
+        (mean over the repetitions, bars: Student-t 95% interval), one panel per strategy and
         BWn normalisation; ``checked`` are the points' checked params."""
         import matplotlib.pyplot as plt
 
