@@ -43,7 +43,7 @@ import pandas as pd
 
 from balancebench.experiment import LoadedCell, report_round, report_run
 from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import RoundPolicy, group_verdicts
+from balancebench.rounds import RoundPolicy, group_verdicts, verdict_text
 from balancebench.schema import positive_int
 from balancebench.stats import DEFAULT_MARGIN, columns_over
 
@@ -260,7 +260,7 @@ def main() -> None:
             }
             for (other, figure), v in verdicts.items():
                 if other == name:
-                    row[f"{figure}_verdict"] = v.text()
+                    row[f"{figure}_verdict"] = verdict_text(figure, v)
             point_rows.append(row)
         new_rounds = [
             {**where, "strategy": name, "round": r, **{f: summary[f] for f in FIGURES}}

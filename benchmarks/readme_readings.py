@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from balancebench.plotting import strategy_order
+from balancebench.rounds import COUNT_WORDS
 from balancebench.stats import (
     DEFAULT_MARGIN,
     HIGHER,
@@ -65,7 +66,7 @@ class Metric:
 
 
 #: The words of a count's verdicts (nodes, tuples): fewer is the good direction.
-COUNT = ("fewer", "more")
+COUNT = COUNT_WORDS
 
 
 def fmt(value: float) -> str:

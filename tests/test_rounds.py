@@ -142,3 +142,13 @@ def test_a_failed_baseline_stops_the_rounds_at_once():
         ["hash", "qmmp"], lambda n, r: None if n == "hash" else run(n, r), RoundPolicy(5, 9)
     )
     assert rounds.done == 1 and rounds.stopped.startswith("no verdict left to give")
+
+
+def test_a_count_figure_says_fewer_or_more_not_faster() -> None:
+    from balancebench.rounds import verdict_text
+    from balancebench.stats import LOWER, verdict
+
+    lower = verdict([20.0, 21, 19, 20, 22], [10.0, 10, 9, 11, 10], LOWER)
+    assert "fewer" in verdict_text("avg_received_tuples_per_node_total", lower)
+    assert "faster" not in verdict_text("avg_received_tuples_per_node_total", lower)
+    assert "faster" in verdict_text("makespan_s_total", lower)

@@ -490,7 +490,7 @@ def _verdict_table(found: Any) -> Table:
             ratio = (
                 f"{v.ratio.estimate:.3f} [{v.ratio.lo:.3f}, {v.ratio.hi:.3f}]" if v.ratio else "-"
             )
-            table.add_row("", name, mean, ratio, v.text())
+            table.add_row("", name, mean, ratio, rows[i - 1].text)
     return table
 
 

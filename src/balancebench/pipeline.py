@@ -344,7 +344,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         cols = found.columns[s]
         client.log_batch(run, metrics=[Metric(k, v, now, 0) for k, v in cols.items() if v == v])
         for row in (r for r in found.rows if r.strategy == s):
-            client.set_tag(run, f"verdict.{row.figure}", row.verdict.text())
+            client.set_tag(run, f"verdict.{row.figure}", row.text)
             if row.verdict.ratio is not None:
                 ratio = row.verdict.ratio
                 client.log_batch(
@@ -404,11 +404,10 @@ def _log_parent_summary(client: Any, parent: str, table: Any, rows: list[Any]) -
     """Each strategy's mean headline figures on the parent (``<metric>.<strategy>``) and
     every verdict (tag ``verdict.<strategy>.<figure>``), so the parent row says who is
     faster by how much, and how sure."""
+    import pandas as pd
     from mlflow.entities import Metric
 
     from balancebench.regression import TIMED
-
-    import pandas as pd
 
     means = table.set_index("strategy")
     metrics = [
@@ -419,7 +418,7 @@ def _log_parent_summary(client: Any, parent: str, table: Any, rows: list[Any]) -
     ]
     client.log_batch(parent, metrics=metrics)
     for row in rows:
-        client.set_tag(parent, f"verdict.{row.strategy}.{row.figure}", row.verdict.text())
+        client.set_tag(parent, f"verdict.{row.strategy}.{row.figure}", row.text)
 
 
 def _round_history(client: Any, found: Any, strategy: str, metric: str) -> tuple[list, list]:
@@ -882,8 +881,8 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         )
         for r in found:
             member = next(c for c in members if c.strategy == r.strategy)
-            client.set_tag(by_label[member.label], f"verdict.{r.figure}", r.verdict.text())
-            client.set_tag(parent, _verdict_key(member, r.figure), r.verdict.text())
+            client.set_tag(by_label[member.label], f"verdict.{r.figure}", r.text)
+            client.set_tag(parent, _verdict_key(member, r.figure), r.text)
         group_rows += [(group, r) for r in found]
     for row in rows:
         n = int(row[ROUNDS_FINISHED])

@@ -232,7 +232,7 @@ def _verdict_html(row: VerdictRow) -> str:
     name = html.escape(row.strategy)
     if row.verdict.decided:
         name = f"<b>{name}</b>"
-    return f"{name} vs {html.escape(row.baseline)}: {html.escape(row.verdict.text())}"
+    return f"{name} vs {html.escape(row.baseline)}: {html.escape(row.text)}"
 
 
 def _checked(checks: dict[str, CellCheck] | None) -> str:
@@ -341,9 +341,7 @@ def text_summary(
         for figure, groups in figure_verdicts(part, verdicts):
             lines.append(f"  {figure}:")
             for label, rows in groups:
-                lines += [
-                    f"    {label}: {r.strategy} vs {r.baseline}: {r.verdict.text()}" for r in rows
-                ]
+                lines += [f"    {label}: {r.strategy} vs {r.baseline}: {r.text}" for r in rows]
     short = _short_cells(cells, least)
     lines.append(f"cells with {_short_text(least)} (a run failed): {len(short)}")
     lines += [f"  {label}: {_count(n)} round(s)" for label, n in short]

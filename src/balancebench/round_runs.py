@@ -22,7 +22,13 @@ import pandas as pd
 from balancebench import tracking
 from balancebench.compare import headline_metrics, logged_name
 from balancebench.experiment import ROUND_TAG
-from balancebench.rounds import RoundPolicy, choose_baseline, figure_words, group_verdicts
+from balancebench.rounds import (
+    RoundPolicy,
+    choose_baseline,
+    figure_words,
+    group_verdicts,
+    verdict_text,
+)
 from balancebench.stats import Verdict, columns_over
 
 #: The column of a cell's finished rounds in every table.
@@ -80,6 +86,11 @@ class VerdictRow:
     baseline: str
     verdict: Verdict
 
+    @property
+    def text(self) -> str:
+        """The verdict in its figure's words."""
+        return verdict_text(self.figure, self.verdict)
+
     def as_dict(self) -> dict[str, Any]:
         v = self.verdict
         row: dict[str, Any] = {
@@ -88,7 +99,7 @@ class VerdictRow:
             "baseline": self.baseline,
             "rounds": v.n,
             "outcome": v.outcome.value,
-            "verdict": v.text(),
+            "verdict": self.text,
         }
         if v.ratio is not None:
             row.update(ratio=v.ratio.estimate, ratio_lo=v.ratio.lo, ratio_hi=v.ratio.hi)
@@ -131,7 +142,7 @@ def verdict_text_table(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[s
         for r in here:
             value = means.get(r.strategy, {}).get(figure)
             shown = f"{value:.4g}" if value is not None else "-"
-            lines.append(f"  {r.strategy:>12}  {shown}  {r.verdict.text()}")
+            lines.append(f"  {r.strategy:>12}  {shown}  {r.text}")
     return "\n".join(lines)
 
 

@@ -51,8 +51,21 @@ FIGURE_WORDS: Final[dict[str, str]] = {
 AUTO: Final[str] = "auto"
 
 
+#: A count's verdicts say fewer/more, not faster/slower (a tuple count has no speed).
+COUNT_WORDS: Final[tuple[str, str]] = ("fewer", "more")
+#: The figures that are counts.
+COUNT_FIGURES: Final[frozenset[str]] = frozenset(
+    {"avg_received_tuples_per_node_total", "nodes_used_max"}
+)
+
+
 def figure_words(figure: str) -> str:
     return FIGURE_WORDS.get(figure, figure)
+
+
+def verdict_text(figure: str, found: Verdict) -> str:
+    """``found`` in the words its figure takes (fewer/more for a count)."""
+    return found.text(COUNT_WORDS) if figure in COUNT_FIGURES else found.text()
 
 
 def rotated_rounds(names: Sequence[str], rounds: int, first: int = 0) -> Iterator[str]:
@@ -295,5 +308,5 @@ def verdict_lines(rounds: Rounds) -> list[str]:
     """One line per compared strategy: each figure's verdict against the baseline."""
     by: dict[str, list[str]] = {}
     for (name, figure), v in rounds.verdicts().items():
-        by.setdefault(name, []).append(f"{figure_words(figure)} {v.text()}")
+        by.setdefault(name, []).append(f"{figure_words(figure)} {verdict_text(figure, v)}")
     return [f"{name} vs {rounds.baseline}: " + "; ".join(parts) for name, parts in by.items()]
