@@ -127,3 +127,22 @@ def test_a_model_pairs_its_repetitions_across_points(readings):
     assert readings.falls("a", 1.5, 0.4)(s).startswith("**reproduced**")
     unpaired = _series(readings, {("a", 0.4): [0.9 * n for n in NOISE], ("a", 1.5): NOISE})
     assert readings.falls("a", 1.5, 0.4)(unpaired).startswith("**no clear difference**")
+
+
+def test_no_later_than_needs_the_worse_side_inside_the_margin(readings):
+    s = _series(
+        readings,
+        {
+            # z = 0.4: a and b cross from round to round: a may be up to ~25% later
+            ("a", 0.4): [2.0, 2.6, 1.6, 2.4, 1.8],
+            ("b", 0.4): [2.2, 2.0, 2.2, 1.8, 2.4],
+            # z = 1.5: a the same as b within ±3%
+            ("a", 1.5): [1.001 * n for n in NOISE],
+            ("b", 1.5): NOISE,
+        },
+    )
+    assert readings.not_worse("a", "b")(s).startswith("**no clear difference** (z = 0.4: no clear")
+    steady = _series(readings, {("a", 1.5): [1.001 * n for n in NOISE], ("b", 1.5): NOISE})
+    assert readings.not_worse("a", "b")(steady).startswith("**reproduced** (z = 1.5: equivalent")
+    later = _series(readings, {("a", 1.5): [1.2 * n for n in NOISE], ("b", 1.5): NOISE})
+    assert readings.not_worse("a", "b")(later).startswith("**not reproduced**")
