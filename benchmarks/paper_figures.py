@@ -180,9 +180,20 @@ def paper_000_figure(cli: Path, name: str, args: argparse.Namespace) -> bool:
     wall_s = time.perf_counter() - started
     sweep = tracking.latest_parent_run(FIGURE_EXPERIMENT, "nightly_sweep", started_ms, "sweep")
     drawn = None if sweep is None else sweep.get("tags.figure_path")
-    if done.returncode != 0 or not isinstance(drawn, str):
+    # The sweep's parent FINISHED with its figure drawn means every round was measured;
+    # the command still fails when the nightly regression gate (a check against earlier
+    # runs, after the figure) flags a figure. That flag is printed, the figure kept.
+    complete = isinstance(drawn, str) and sweep.get("status") == "FINISHED"
+    if not complete:
         print(f"   FAILED ({done.returncode})", flush=True)
         return False
+    if done.returncode != 0:
+        print(
+            f"   the figure's rounds are complete, but the sweep's regression check against "
+            f"earlier runs flagged {sweep.get('tags.regressions', '?')} figure(s) (exit "
+            f"{done.returncode}; report of sweep run {sweep['run_id']})",
+            flush=True,
+        )
     png = Path(drawn)
     copied = [png, *(png.with_suffix(s) for s in (".csv", ".components.csv", ".rounds.csv"))]
     for path in copied:
