@@ -67,6 +67,10 @@ class Metric:
 
 #: The words of a count's verdicts (nodes, tuples): fewer is the good direction.
 COUNT = COUNT_WORDS
+#: The words of a figure that is neither a time nor a count, lower being good.
+LESS = ("lower", "higher")
+#: ... and higher being good.
+MORE = ("higher", "lower")
 
 
 def fmt(value: float) -> str:
@@ -197,6 +201,11 @@ def x_text(x: str, value: float) -> str:
     return f"{AXIS.get(x, x)} = {value:g}"
 
 
+def point_prefix(s: Series, x: float) -> str:
+    """The point a verdict is at, as a prefix ("z = 0.4: "); none for a one-point figure."""
+    return "" if s.x == "point" else f"{x_text(s.x, x)}: "
+
+
 def headline(outcomes: Sequence[str]) -> str:
     """The word of a claim judged at several points from their outcomes ("yes", "no",
     "equal", "unclear")."""
@@ -211,12 +220,13 @@ def headline(outcomes: Sequence[str]) -> str:
 
 def combined(kinds: Sequence[str]) -> str:
     """One point's outcome against several others: "yes" if better than every one, "no"
-    if one is decided better, "equal" if all are equivalent, else "unclear"."""
+    if one is decided better, "equal" if each is decided worse or equivalent with at least
+    one equivalent (tied for best, so not the best), else "unclear"."""
     if kinds and all(k == "yes" for k in kinds):
         return "yes"
     if "no" in kinds:
         return "no"
-    if kinds and all(k == "equal" for k in kinds):
+    if kinds and all(k in ("yes", "equal") for k in kinds):
         return "equal"
     return "unclear"
 
@@ -244,8 +254,8 @@ def _among(strategy: str, others: Sequence[str], at: Sequence[float] | None, bes
             outcomes.append(combined([k for k, _ in found.values()]))
             # against each other strategy: strategy's verdict (best) or theirs (worst)
             listed = ", ".join(f"`{o}` {s.said(v)}" for o, (_, v) in found.items())
-            details.append(f"{x_text(s.x, x)}: {listed}")
-        who = f"`{strategy}` against" if best else "against `" + strategy + "`:"
+            details.append(f"{point_prefix(s, x)}{listed}")
+        who = f"`{strategy}` against each:" if best else f"each against `{strategy}`:"
         return f"{headline(outcomes)} ({who} " + "; ".join(details) + ")"
 
     return judge
@@ -269,7 +279,7 @@ def better_than(a: str, b: str) -> Callable:
 
     def judge(s: Series) -> str:
         found = {x: s.compare((a, x), (b, x)) for x in s.xs if (a, x) in s.rows}
-        details = "; ".join(f"{x_text(s.x, x)}: {s.said(v)}" for x, (_, v) in found.items())
+        details = "; ".join(f"{point_prefix(s, x)}{s.said(v)}" for x, (_, v) in found.items())
         return f"{headline([o for o, _ in found.values()])} ({details})"
 
     return judge
@@ -322,7 +332,7 @@ def not_worse(a: str, b: str) -> Callable:
 
     def judge(s: Series) -> str:
         found = {x: s.compare((a, x), (b, x)) for x in s.xs if (a, x) in s.rows}
-        details = "; ".join(f"{x_text(s.x, x)}: {s.said(v)}" for x, (_, v) in found.items())
+        details = "; ".join(f"{point_prefix(s, x)}{s.said(v)}" for x, (_, v) in found.items())
         if any(o == "no" for o, _ in found.values()):
             return f"**not reproduced** ({details})"
         if all(o in ("yes", "equal") for o, _ in found.values()):
@@ -622,7 +632,7 @@ READINGS["scheduling_p8"] = model(
     None,
     [
         Metric("job_runtime_s", "job runtime, s"),
-        Metric("runtime_over_optimum", "runtime / brute-force optimum"),
+        Metric("runtime_over_optimum", "runtime / brute-force optimum", moves=LESS),
         Metric("latency_p99_s", "latency p99, s"),
         Metric("plan_time_ms", "plan time, ms"),
     ],
@@ -657,7 +667,10 @@ READINGS["scheduling_eps"] = model(
     "eps",
     [
         Metric(
-            "efficiency_share", "`adaptive` efficiency (ideal runtime / job runtime)", better=HIGHER
+            "efficiency_share",
+            "`adaptive` efficiency (ideal runtime / job runtime)",
+            better=HIGHER,
+            moves=MORE,
         )
     ],
     [("efficiency_share", "80% the most efficient switch threshold", _eps_best(0.8))],
@@ -669,8 +682,12 @@ for _name in ("elastic_mean_shift", "elastic_sigma_shrink"):
         _name,
         None,
         [
-            Metric("utilization_std_mean", "utilisation spread across nodes (std, mean over time)"),
-            Metric("utilization_mean_mean", "utilisation, mean", better=HIGHER),
+            Metric(
+                "utilization_std_mean",
+                "utilisation spread across nodes (std, mean over time)",
+                moves=LESS,
+            ),
+            Metric("utilization_mean_mean", "utilisation, mean", better=HIGHER, moves=MORE),
             Metric("latency_p99_s", "latency p99, s"),
         ],
         [
@@ -740,7 +757,7 @@ READINGS["backpressure_recovery_rules"] = model(
     [
         Metric("completion_time_s", "completion time, simulated s (migration)"),
         Metric("latency_p99_s", "latency p99, simulated s"),
-        Metric("recoveries", "recoveries (count)"),
+        Metric("recoveries", "recoveries (count)", moves=COUNT),
     ],
     [
         (
@@ -793,9 +810,13 @@ READINGS["overlay_load"] = model(
     "overlay_load",
     "target_load",
     [
-        Metric("load_moved_total", "load moved (sum over the run)"),
+        Metric("load_moved_total", "load moved (sum over the run)", moves=LESS),
         Metric("latency_s_mean", "latency, s (mean)"),
-        Metric("load_fluctuation_mean", "load fluctuation D(VN(i)) (mean over hosts)"),
+        Metric(
+            "load_fluctuation_mean",
+            "load fluctuation D(VN(i)) (mean over hosts)",
+            moves=LESS,
+        ),
     ],
     [
         (
@@ -881,7 +902,14 @@ ONE_SAMPLE = (
 
 
 def render(name: str) -> str:
+    """The figure's reading from its rounds table, or, when the figure has not been
+    re-made in rounds yet, that it has no verdict and how to make it."""
     reading = READINGS[name]
+    if not (FIGURES / reading.table).exists():
+        return (
+            f"Not re-made in rounds yet, so no verdict (`docs/figures/{reading.table}` is "
+            f"missing). Re-make: `{reading.command}`.\n"
+        )
     table = pd.read_csv(FIGURES / reading.table)
     design = Design.of(table, reading.paired_across_x)
     if reading.prepare is not None:
@@ -990,7 +1018,7 @@ DEFAULT_METRICS = (
     Metric("makespan_s_total", "node service, s"),
     Metric("route_s_total", "routing, s"),
     Metric("latency_p99_s", "latency p99, s"),
-    Metric("imbalance_max_over_mean_mean", "tuple imbalance", moves=("lower", "higher")),
+    Metric("imbalance_max_over_mean_mean", "tuple imbalance", moves=LESS),
     Metric("plan_time_ms_mean", "plan time, ms"),
 )
 
@@ -998,6 +1026,12 @@ DEFAULT_METRICS = (
 def render_default_run() -> str:
     """``make run``'s table (mean [interval] over its rounds) and each strategy's verdicts
     against the baseline on the paired rounds."""
+    if not DEFAULT_RUN.exists():
+        return (
+            f"Not recorded yet, so no verdict (`docs/data/{DEFAULT_RUN.name}` is missing). "
+            "Record: `make run`, then copy the `rounds.csv` of the results folder it prints "
+            f"to `docs/data/{DEFAULT_RUN.name}`.\n"
+        )
     table = pd.read_csv(DEFAULT_RUN).assign(point=0.0)
     design = Design.of(table)
     names = strategy_order(table["strategy"].unique().tolist())
@@ -1061,7 +1095,10 @@ def render_crossover() -> str:
 
 
 def render_crossover_target() -> str:
-    """The crossover's TOPK, s = 1.4, 1M point, run alone in rounds."""
+    """The crossover's TOPK, s = 1.4, 1M point, run alone in rounds (or that it has not
+    been run)."""
+    if not CROSSOVER_TARGET.exists():
+        return f"Not run yet, so no verdict. Run: `{TARGET_COMMAND}`.\n"
     return _render_crossover(
         CROSSOVER_TARGET, CROSSOVER_TARGET.with_name("crossover.csv"), f"`{TARGET_COMMAND}`"
     )

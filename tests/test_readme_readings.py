@@ -37,19 +37,19 @@ def test_every_readme_reading_is_what_the_committed_tables_give(readings):
 
 
 def test_a_number_edited_by_hand_is_caught(readings):
-    # Given the README with one number of the Fig. 7 reading changed
+    # Given the README with one number of the Fig. 3a reading changed
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("<!-- reading: 000-7 -->")
+    start = text.index("<!-- reading: 000-3a -->")
     end = text.index("<!-- /reading -->", start)
     block = text[start:end]
-    cell = block.index("| `readj` |")
+    cell = block.index("| `qmmp` |")
     digit = next(i for i in range(cell, len(block)) if block[i].isdigit())
     changed = block[:digit] + str((int(block[digit]) + 1) % 10) + block[digit + 1 :]
     # When it is checked
     problems = readings.check(text[:start] + changed + text[end:])
     # Then exactly that reading is named, beside whatever the unedited README has
     added = set(problems) - set(readings.check(text))
-    assert added == {"000-7: the README's text is not what paper000-fig7.rounds.csv gives"}
+    assert added == {"000-3a: the README's text is not what paper000-fig3a.rounds.csv gives"}
 
 
 def _series(readings, points, paired_across_x=False):
@@ -91,7 +91,7 @@ def test_a_claim_is_reproduced_only_where_the_verdict_says_so(readings):
     assert readings.flat("a")(s).startswith("**not reproduced**")
     # best_among / worst_among list every verdict behind the word
     assert readings.best_among("a", ["b"], [0.4])(s) == (
-        "**reproduced** (`a` against z = 0.4: `b` 20.0% faster [20.0%, 20.0%])"
+        "**reproduced** (`a` against each: z = 0.4: `b` 20.0% faster [20.0%, 20.0%])"
     )
 
 
@@ -146,3 +146,19 @@ def test_no_later_than_needs_the_worse_side_inside_the_margin(readings):
     assert readings.not_worse("a", "b")(steady).startswith("**reproduced** (z = 1.5: equivalent")
     later = _series(readings, {("a", 1.5): [1.2 * n for n in NOISE], ("b", 1.5): NOISE})
     assert readings.not_worse("a", "b")(later).startswith("**not reproduced**")
+
+
+def test_tied_for_the_most_is_not_the_most(readings):
+    # a ahead of b by 50% in every round, but the same as c: a shares the top with c
+    s = _series(
+        readings,
+        {
+            ("a", 0.4): [2.0 * n for n in NOISE],
+            ("b", 0.4): NOISE,
+            ("c", 0.4): [2.0 * n for n in NOISE],
+        },
+    )
+    judged = readings.worst_among("a", ["b", "c"])(s)
+    assert judged.startswith("**not reproduced** (each against `a`: z = 0.4:"), judged
+    alone = _series(readings, {("a", 0.4): [2.0 * n for n in NOISE], ("b", 0.4): NOISE})
+    assert readings.worst_among("a", ["b"])(alone).startswith("**reproduced**")
