@@ -119,11 +119,14 @@ def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
         for ax, (metric, label) in zip(line, metrics, strict=True):
             for strategy in strategy_order(part["strategy"].unique().tolist()):
                 s = part[part["strategy"] == strategy].sort_values("load_per_node")
-                mean = s[f"{metric}_mean"]
+                # arrays, not Series: matplotlib takes a one-point Series for a scalar
+                mean = s[f"{metric}_mean"].to_numpy(dtype=float)
+                lo = s[f"{metric}_ci95_lo"].to_numpy(dtype=float)
+                hi = s[f"{metric}_ci95_hi"].to_numpy(dtype=float)
                 ax.errorbar(
-                    s["load_per_node"],
+                    s["load_per_node"].to_numpy(dtype=float),
                     mean,
-                    yerr=[mean - s[f"{metric}_ci95_lo"], s[f"{metric}_ci95_hi"] - mean],
+                    yerr=[mean - lo, hi - mean],
                     marker="o",
                     capsize=3,
                     color=strategy_color(strategy),
