@@ -112,21 +112,26 @@ def comparison_figure(
         ax.grid(alpha=0.3)
         ax.legend()
 
+    def numbers(column: str) -> pd.Series:
+        """A column as floats, NaN where unmeasured (a strategy whose round failed leaves
+        None, which makes the column objects)."""
+        return pd.to_numeric(table[column], errors="coerce")
+
     def spread(column: str, scale: float) -> list[list[float]] | None:
         """Error bars: the mean's interval over the rounds (None where not known)."""
         lo, hi = f"{column}_ci95_lo", f"{column}_ci95_hi"
         if lo not in table or table[lo].isna().all():
             return None
-        mean = table[column].fillna(0.0)
+        mean = numbers(column).fillna(0.0)
         return [
-            list(((mean - table[lo].fillna(mean)) * scale).clip(lower=0)),
-            list(((table[hi].fillna(mean) - mean) * scale).clip(lower=0)),
+            list(((mean - numbers(lo).fillna(mean)) * scale).clip(lower=0)),
+            list(((numbers(hi).fillna(mean) - mean) * scale).clip(lower=0)),
         ]
 
     def bars(ax: Any, column: str, label: str, scale: float = 1.0, hatch: str = "") -> None:
         ax.bar(
             x,
-            table[column].fillna(0.0) * scale,
+            numbers(column).fillna(0.0) * scale,
             color=colors,
             hatch=hatch,
             yerr=spread(column, scale),
@@ -145,7 +150,7 @@ def comparison_figure(
         ):
             ax.bar(
                 [i + offset * width / 2 for i in x],
-                table[column].fillna(0.0) * scale,
+                numbers(column).fillna(0.0) * scale,
                 width,
                 color=colors,
                 hatch=hatch,
