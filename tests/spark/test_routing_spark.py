@@ -12,7 +12,6 @@ from balancebench.operators import AGGREGATE
 from balancebench.routing_table import RoutingTable
 from balancebench.spark.node_state import partitions_of
 from balancebench.spark.placement import (
-    SlotTable,
     fraction_unit,
     home_node,
     partition_by_node,
@@ -55,49 +54,6 @@ def test_spark_routing_equals_numpy_routing(spark):
     routed = with_storage_node(spark, df, table).select("tuple_id", "node").toPandas()
     routed = routed.sort_values("tuple_id")
     assert np.array_equal(routed["node"].to_numpy(), table.storage_nodes(keys, ids))
-
-
-def test_a_large_table_of_colliding_and_extreme_keys_routes_as_numpy(spark):
-    # Given a table of 20,000 keys (the slot hash collides often at this size) with
-    # negative and extreme int64 keys, and splits of up to 8 parts
-    rng = np.random.default_rng(7)
-    n_nodes = 12
-    keys = np.unique(
-        np.r_[
-            rng.integers(-(10**15), 10**15, 19_990),
-            [-(2**63), 2**63 - 1, -1, 0, 1],
-        ]
-    )
-    ways = rng.choice([1, 1, 1, 2, 3, 8], len(keys))
-    part_key = np.repeat(keys, ways)
-    part_node = rng.integers(0, n_nodes, len(part_key))
-    part_load = rng.integers(1, 100, len(part_key)).astype(float)
-    table = RoutingTable.from_parts(part_key, part_node, part_load, n_nodes)
-    lookup = SlotTable.of(table)
-    assert lookup.n_slots >= 2 * len(table) and lookup.probes > 1 and lookup.max_parts > 2
-    # When tuples of keys in the table and keys outside it are routed by Spark
-    n = 60_000
-    tuple_keys = np.where(
-        rng.random(n) < 0.5,
-        rng.choice(table.keys, n),
-        rng.integers(-(10**15), 10**15, n),
-    )
-    ids = rng.integers(-(2**40), 2**40, n)
-    df = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": tuple_keys}))
-    routed = with_storage_node(spark, df, table).select("tuple_id", "key", "node").toPandas()
-    # Then every tuple goes where the numpy router sends it
-    order = np.lexsort((tuple_keys, ids))
-    routed = routed.sort_values(["tuple_id", "key"])
-    assert np.array_equal(routed["node"].to_numpy(), table.storage_nodes(tuple_keys, ids)[order])
-
-
-def test_routing_by_table_runs_no_join(spark):
-    table = RoutingTable.from_parts(
-        np.array([1, 2, 2]), np.array([3, 0, 1]), np.array([1.0, 1.0, 1.0]), 4
-    )
-    df = spark.createDataFrame(pd.DataFrame({"tuple_id": [1, 2, 3], "key": [1, 2, 5]}))
-    plan = with_storage_node(spark, df, table)._jdf.queryExecution().executedPlan().toString()
-    assert "Join" not in plan and "Exchange" not in plan
 
 
 def test_partition_i_holds_node_i(spark):

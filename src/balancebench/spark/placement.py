@@ -2,10 +2,8 @@
 
 ``with_storage_node`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
 ``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
-fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found by
-``SlotTable``: an open-addressing hash table built on the driver and read by position
-from string literals inside one expression (no join, no shuffle, no broadcast: a lookup
-whose cost does not grow with the table). ``partition_by_node`` then puts node
+fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found with a
+broadcast join on key plus the interval condition. ``partition_by_node`` then puts node
 ``i``'s tuples in Spark partition ``i`` by repartitioning on a per-node surrogate value
 whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
 """
@@ -14,21 +12,14 @@ from __future__ import annotations
 
 import pickle
 import time
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench.hashing import (
-    FRACTION_UNITS,
-    TUPLE_HASH_SALT,
-    partition_surrogates,
-    salted_hash,
-)
+from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
 from balancebench.routing_table import BUCKET_SALT, BucketMap, RoutingTable
 
 
@@ -61,122 +52,20 @@ def with_storage_node(
     home = home_node(key, table.n_nodes)
     if len(table) == 0:
         return df.withColumn(out, home)
-    lookup = SlotTable.of(table)
-    # Two projections: the slot's first part (or 0) once per tuple, then the part; Spark
-    # keeps them apart rather than copy the probing into every branch of the second.
-    found = df.withColumn("_rt_first", lookup.first_part(key))
-    return found.withColumn(
-        out, lookup.node(F.col("_rt_first"), fraction_unit(tuple_id), home)
-    ).drop("_rt_first")
-
-
-#: Salt of the routing table's slot hash (independent of ``F(k)``, the tuple fraction and
-#: the bucket hash).
-TABLE_SLOT_SALT = 0x5107AB1E
-
-
-def _fixed_width(values: list[int], width: int, signed: bool = False) -> str:
-    """``values`` as one string of fixed-width decimal fields (a sign first if ``signed``)."""
-    form = f"{{:+0{width}d}}" if signed else f"{{:0{width}d}}"
-    return "".join(form.format(v) for v in values)
-
-
-@dataclass(frozen=True)
-class SlotTable:
-    """A routing table as an open-addressing hash table for a Spark expression.
-
-    ``S`` slots (a power of two, at least twice the keys), slot of a key
-    ``pmod(hash(key, TABLE_SLOT_SALT), S)``, collisions resolved by linear probing; the
-    keys inserted in sorted order, so the layout is a function of the table. Per slot
-    the key and its first part + 1 (0: empty); per part its ``hi_units`` and node, the
-    parts of a key contiguous and ordered as in :class:`RoutingTable`. Each array is one
-    binary literal of fixed-width decimal fields read with ``substr``: one literal, not
-    one expression per entry (which made planning and evaluation ~6x slower, measured
-    for ``bucket_owner``). A lookup reads at most ``probes`` slots (the longest probe
-    sequence of any key in the table, found while building it) and ``max_parts`` parts,
-    whatever the table's size."""
-
-    n_slots: int
-    probes: int
-    max_parts: int
-    slot_keys: str
-    key_width: int
-    slot_first: str
-    first_width: int
-    part_hi: str
-    hi_width: int
-    part_node: str
-    node_width: int
-
-    @classmethod
-    def of(cls, table: RoutingTable) -> SlotTable:
-        keys = table.keys.tolist()
-        n_slots = 1 << max(1, (2 * len(keys) - 1).bit_length())
-        mask = n_slots - 1
-        homes = np.mod(salted_hash(table.keys, TABLE_SLOT_SALT).astype(np.int64), n_slots)
-        slot_key = [0] * n_slots
-        slot_first = [0] * n_slots
-        probes = 1
-        for k, home, first in zip(keys, homes.tolist(), table.offsets[:-1].tolist(), strict=True):
-            slot, distance = home, 0
-            while slot_first[slot]:
-                slot, distance = (slot + 1) & mask, distance + 1
-            slot_key[slot], slot_first[slot] = k, first + 1
-            probes = max(probes, distance + 1)
-        key_width = max(len(f"{k:+d}") for k in keys)
-        first_width = len(str(len(table.nodes)))
-        hi_width = len(str(FRACTION_UNITS))
-        node_width = len(str(max(table.n_nodes - 1, 0)))
-        return cls(
-            n_slots=n_slots,
-            probes=probes,
-            max_parts=int(np.diff(table.offsets).max()),
-            slot_keys=_fixed_width(slot_key, key_width, signed=True),
-            key_width=key_width,
-            slot_first=_fixed_width(slot_first, first_width),
-            first_width=first_width,
-            part_hi=_fixed_width(table.hi_units.tolist(), hi_width),
-            hi_width=hi_width,
-            part_node=_fixed_width(table.nodes.tolist(), node_width),
-            node_width=node_width,
-        )
-
-    @staticmethod
-    def _field(text: str, width: int, index: Column) -> Column:
-        """Field ``index`` (0-based) of a fixed-width literal, as a long. The literal is
-        binary: ``substr`` of a string walks its UTF-8 characters from the start (a cost
-        that grows with the position, so with the table), of binary it copies ``width``
-        bytes."""
-        raw = F.lit(bytearray(text.encode("ascii")))
-        return raw.substr(index * width + 1, F.lit(width)).cast("string").cast("long")
-
-    def first_part(self, key: str | Column) -> Column:
-        """The key's first part + 1, or 0 when the key is not in the table (an empty slot
-        reached, or ``probes`` slots read)."""
-        k = _col(key)
-        home = F.pmod(F.hash(k, F.lit(TABLE_SLOT_SALT).cast("bigint")), F.lit(self.n_slots))
-        found = None
-        for i in range(self.probes):
-            slot = F.pmod(home + F.lit(i), F.lit(self.n_slots)) if i else home
-            first = self._field(self.slot_first, self.first_width, slot)
-            stored = self._field(self.slot_keys, self.key_width, slot)
-            found = (F.when if found is None else found.when)(first == 0, F.lit(0).cast("long"))
-            found = found.when(stored == k.cast("long"), first)
-        assert found is not None
-        return found.otherwise(F.lit(0).cast("long"))
-
-    def node(self, first_part: Column, unit: Column, home: Column) -> Column:
-        """The tuple's node: ``home`` outside the table, else the first part of its key
-        whose ``hi_units`` exceeds the tuple's unit (the parts cover ``[0, 2^20)``, so one
-        of the key's own parts always does)."""
-        chosen = None
-        for j in range(self.max_parts):
-            part = first_part - 1 + F.lit(j)
-            hi = self._field(self.part_hi, self.hi_width, part)
-            node = self._field(self.part_node, self.node_width, part).cast("int")
-            chosen = (F.when if chosen is None else chosen.when)(unit < hi, node)
-        assert chosen is not None
-        return F.when(first_part == 0, home).otherwise(chosen.otherwise(home))
+    parts = spark.createDataFrame(pa.table(table.part_rows())).select(
+        F.col("key").alias("_rt_key"),
+        F.col("node").alias("_rt_node"),
+        F.col("lo_units").alias("_rt_lo"),
+        F.col("hi_units").alias("_rt_hi"),
+    )
+    # The tuple's unit is hashed only for a tuple whose key is in the table (the join's
+    # condition past the key match), not for every tuple.
+    unit = fraction_unit(tuple_id)
+    cond = (df[key] == parts["_rt_key"]) & (unit >= parts["_rt_lo"]) & (unit < parts["_rt_hi"])
+    joined = df.join(F.broadcast(parts), cond, "left")
+    return joined.withColumn(out, F.coalesce(F.col("_rt_node"), home)).drop(
+        "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
+    )
 
 
 def bucket_owner(key: str | Column, buckets: BucketMap) -> Column:
