@@ -901,15 +901,17 @@ ONE_SAMPLE = (
 )
 
 
+def not_made(table: Path, how: str) -> str:
+    """A block whose committed table is missing: no verdict, and how to make it."""
+    return f"Not made yet, so no verdict (`{table.relative_to(ROOT)}` is missing). {how}\n"
+
+
 def render(name: str) -> str:
     """The figure's reading from its rounds table, or, when the figure has not been
     re-made in rounds yet, that it has no verdict and how to make it."""
     reading = READINGS[name]
     if not (FIGURES / reading.table).exists():
-        return (
-            f"Not re-made in rounds yet, so no verdict (`docs/figures/{reading.table}` is "
-            f"missing). Re-make: `{reading.command}`.\n"
-        )
+        return not_made(FIGURES / reading.table, f"Re-make: `{reading.command}`.")
     table = pd.read_csv(FIGURES / reading.table)
     design = Design.of(table, reading.paired_across_x)
     if reading.prepare is not None:
@@ -1027,10 +1029,10 @@ def render_default_run() -> str:
     """``make run``'s table (mean [interval] over its rounds) and each strategy's verdicts
     against the baseline on the paired rounds."""
     if not DEFAULT_RUN.exists():
-        return (
-            f"Not recorded yet, so no verdict (`docs/data/{DEFAULT_RUN.name}` is missing). "
+        return not_made(
+            DEFAULT_RUN,
             "Record: `make run`, then copy the `rounds.csv` of the results folder it prints "
-            f"to `docs/data/{DEFAULT_RUN.name}`.\n"
+            f"to `docs/data/{DEFAULT_RUN.name}`.",
         )
     table = pd.read_csv(DEFAULT_RUN).assign(point=0.0)
     design = Design.of(table)
@@ -1098,7 +1100,7 @@ def render_crossover_target() -> str:
     """The crossover's TOPK, s = 1.4, 1M point, run alone in rounds (or that it has not
     been run)."""
     if not CROSSOVER_TARGET.exists():
-        return f"Not run yet, so no verdict. Run: `{TARGET_COMMAND}`.\n"
+        return not_made(CROSSOVER_TARGET, f"Run: `{TARGET_COMMAND}`.")
     return _render_crossover(
         CROSSOVER_TARGET, CROSSOVER_TARGET.with_name("crossover.csv"), f"`{TARGET_COMMAND}`"
     )
