@@ -16,6 +16,9 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 - ``routing``: routing CPU per tuple of ``hash``, ``pkg`` and ``wchoices`` on ``--routing-
   tuples`` TOPK tuples (one batch; the senders' JVM CPU plus, for the per-tuple
   strategies, their Python workers' own CPU). Target: pkg and wchoices <= 2x hash.
+- ``tables``: routing CPU per tuple by a routing table (``hash``'s router holding tables
+  of ``--table-sizes`` keys, hits and splits included) against no table, paired rounds.
+  Target: <= 1.10x at every size (the lookup's cost does not grow with the table).
 - ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
   through the batch's node stages) on the default TOPK run and on full-history EQ5,
   beside plain Spark's trivial reduce stage in the same session (an empty batch grouped
@@ -60,7 +63,7 @@ from balancebench.hashing import FRACTION_UNITS
 from balancebench.rounds import RoundPolicy, fixed_rounds, run_rounds, verdict_lines
 from balancebench.schema import positive_int
 
-SECTIONS = ("coverage", "routing", "fixed", "per_tuple", "signal", "noise", "migration")
+SECTIONS = ("coverage", "routing", "tables", "fixed", "per_tuple", "signal", "noise", "migration")
 
 
 def med(values: list[float]) -> float:
@@ -128,6 +131,76 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
     for name in ("pkg", "wchoices"):
         ratio = med([r[0] for r in runs[name]]) * 1e9 / hash_ns
         print(f"  target {name} <= 2x hash: {ratio:.2f}x, {verdict(ratio <= 2.0)}")
+
+
+def section_tables(spark: Any, args: argparse.Namespace) -> None:
+    """Routing by a routing table against hash's ``pmod(hash(key), N)``: the same stream
+    routed by ``hash``'s router holding tables of 0 to ``--table-sizes`` keys (the
+    stream's keys first, each moved whole to its home + 1 or split over two nodes, then
+    keys the stream does not have), CPU per tuple routed, paired rotated rounds."""
+    from balancebench.hashing import home_nodes
+    from balancebench.routing_table import RoutingTable
+    from balancebench.spark.engine import Engine
+    from balancebench.spark.routers import KeyLevelRouter
+    from balancebench.stats import LOWER
+    from balancebench.stats import verdict as stats_verdict
+    from balancebench.strategies import get_strategy
+
+    # Four measured batches of --routing-tuples each: one batch's routing (8 senders of
+    # 125k tuples, about 30 ms of CPU each) moved by +-30% from run to run (JIT, GC).
+    params = topk_params(
+        args,
+        n_tuples=args.routing_tuples * 4,
+        input_rate_tuples_per_s=float(args.routing_tuples),
+        n_batches=4,
+        strategies=["hash"],
+        warmup_batches=1,
+    )
+    cell = LoadedCell(spark, params)
+    n = params["n_nodes"]
+    rows = cell.df.select("key").distinct().collect()
+    stream_keys = np.unique(np.array([r["key"] for r in rows], dtype=np.int64))
+    rng = np.random.default_rng(11)
+
+    def table_of(size: int) -> RoutingTable:
+        extra = max(size - len(stream_keys), 0)
+        keys = np.r_[stream_keys[:size], rng.integers(10**9, 10**12, extra)]
+        keys = np.unique(keys)
+        moved = (home_nodes(keys, n) + 1) % n
+        split = np.arange(len(keys)) % 4 == 0  # every fourth key over two nodes
+        part_key = np.r_[keys, keys[split]]
+        part_node = np.r_[moved, (moved[split] + 1) % n]
+        return RoutingTable.from_parts(part_key, part_node, np.ones(len(part_key)), n)
+
+    tables = {f"{size:,} keys": table_of(size) for size in args.table_sizes}
+    names = ["no table", *tables]
+
+    def one(name: str) -> float:
+        router = KeyLevelRouter(get_strategy("hash"), n, 0.05)
+        if name != "no table":
+            router.table = tables[name]
+        batches = Engine(spark, cell.df, cell.config, router, f"table-{name}").run()
+        return sum(b.route_work_s for b in batches) / sum(b.input_tuples for b in batches)
+
+    runs = fixed_rounds(names, args.rounds, one)
+    cell.release()
+    base = runs["no table"]
+    print(
+        f"\n[tables] routing CPU per tuple, 4 batches of {args.routing_tuples:,} tuples, "
+        "`hash`'s router"
+    )
+    print(f"  {'table':>14} {'entries':>8} {'ns/tuple':>9}  against no table (paired rounds)")
+    print(f"  {'no table':>14} {0:>8} {med(base) * 1e9:>9.0f}")
+    for name, table in tables.items():
+        v = stats_verdict(base, runs[name], LOWER)
+        ratio = v.ratio
+        assert ratio is not None
+        target = "met" if ratio.hi <= 1.10 else "MISSED" if ratio.lo > 1.10 else "undecided"
+        print(
+            f"  {name:>14} {len(table):>8} {med(runs[name]) * 1e9:>9.0f}  {v.text()}; "
+            f"ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}], "
+            f"target <= 1.10x: {target}"
+        )
 
 
 def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tuple[float, float]:
@@ -565,6 +638,13 @@ def main() -> None:
         default=["default", "crossover"],
     )
     parser.add_argument("--routing-tuples", type=positive_int, default=1_000_000)
+    parser.add_argument(
+        "--table-sizes",
+        nargs="*",
+        type=positive_int,
+        default=[100, 2_300, 10_000, 50_000],
+        help="routing-table sizes (keys) of the tables section",
+    )
     parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (eq5)")
     parser.add_argument(
         "--move-shares",

@@ -56,6 +56,22 @@ def test_spark_routing_equals_numpy_routing(spark):
     assert np.array_equal(routed["node"].to_numpy(), table.storage_nodes(keys, ids))
 
 
+def test_routing_by_a_large_table_runs_no_join_and_keeps_the_table_out_of_the_plan(spark):
+    # Given a table of 50,000 keys, some split (more than any planner made in a figure)
+    keys = np.arange(50_000, dtype=np.int64) * 3 - 70_000
+    part_key = np.r_[keys, keys[::5]]
+    part_node = np.r_[(home_nodes(keys, 4) + 1) % 4, home_nodes(keys[::5], 4)]
+    table = RoutingTable.from_parts(part_key, part_node, np.ones(len(part_key)), 4)
+    df = spark.createDataFrame(pd.DataFrame({"tuple_id": [1, 2, 3], "key": [1, 2, 5]}))
+    execution = with_storage_node(spark, df, table)._jdf.queryExecution()
+    # Then the router is one projection: no join, no exchange
+    assert "Join" not in execution.executedPlan().toString()
+    assert "Exchange" not in execution.executedPlan().toString()
+    # And the plan names the table's arrays without printing them (a literal of the
+    # table printed 40 MiB into every plan string and the event log)
+    assert len(execution.toString()) < 20_000
+
+
 def test_partition_i_holds_node_i(spark):
     n_nodes = 8
     df = spark.range(20_000).withColumn("node", (F.col("id") % n_nodes).cast("int"))

@@ -2,24 +2,34 @@
 
 ``with_storage_node`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
 ``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
-fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found with a
-broadcast join on key plus the interval condition. ``partition_by_node`` then puts node
+fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found by
+:class:`SlotTable`: a hash table built on the driver (hash and displace: one slot per
+key, found without probing) and read inside one projection, no join, no shuffle, so a
+lookup costs the same whatever the table's size. ``partition_by_node`` then puts node
 ``i``'s tuples in Spark partition ``i`` by repartitioning on a per-node surrogate value
 whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 import time
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT, partition_surrogates
+from balancebench.hashing import (
+    FRACTION_UNITS,
+    TUPLE_HASH_SALT,
+    murmur3_hash_long,
+    partition_surrogates,
+)
 from balancebench.routing_table import BUCKET_SALT, BucketMap, RoutingTable
 
 
@@ -49,23 +59,204 @@ def with_storage_node(
     """``df`` plus column ``out``: the storage node of each tuple under ``table``."""
     if isinstance(table, BucketMap):
         return df.withColumn(out, bucket_owner(key, table))
-    home = home_node(key, table.n_nodes)
     if len(table) == 0:
-        return df.withColumn(out, home)
-    parts = spark.createDataFrame(pa.table(table.part_rows())).select(
-        F.col("key").alias("_rt_key"),
-        F.col("node").alias("_rt_node"),
-        F.col("lo_units").alias("_rt_lo"),
-        F.col("hi_units").alias("_rt_hi"),
-    )
-    # The tuple's unit is hashed only for a tuple whose key is in the table (the join's
-    # condition past the key match), not for every tuple.
-    unit = fraction_unit(tuple_id)
-    cond = (df[key] == parts["_rt_key"]) & (unit >= parts["_rt_lo"]) & (unit < parts["_rt_hi"])
-    joined = df.join(F.broadcast(parts), cond, "left")
-    return joined.withColumn(out, F.coalesce(F.col("_rt_node"), home)).drop(
-        "_rt_key", "_rt_node", "_rt_lo", "_rt_hi"
-    )
+        return df.withColumn(out, home_node(key, table.n_nodes))
+    return SlotTable.of(table).columns(spark).route(df, key, tuple_id, table.n_nodes, out)
+
+
+#: Salt of the routing table's slot hash (plus the key's bucket's displacement):
+#: independent of ``F(k)``, the tuple fraction and the bucket map's hash.
+TABLE_SLOT_SALT = 0x2B1E5EED
+#: A slot's entry: ``>= 0`` the node of a key moved whole, ``EMPTY`` no key (the tuple
+#: goes home), ``<= -2`` split key ``-(entry + 2)`` (its parts in ``split_first``).
+EMPTY = -1
+#: Keys per bucket (at most, on average) and slots per key (at least) of the
+#: hash-and-displace layout: with a third of the slots free or more, the last buckets find
+#: free slots in a few tries. Both counts are powers of two, so a tuple's bucket and slot
+#: are a bit mask of a hash, not a division.
+KEYS_PER_BUCKET = 3
+SLOTS_PER_KEY = 1.5
+
+
+def _power_of_two(at_least: float) -> int:
+    return 1 << max(0, math.ceil(at_least) - 1).bit_length()
+
+
+def _salted_key_hash(keys: np.ndarray, salt: np.ndarray | int) -> np.ndarray:
+    """SQL ``hash(CAST(salt AS BIGINT), key)`` (int64): the key hashed with a seed made
+    from the salt. Not ``hash(key, salt)``, which depends on the key only through
+    ``hash(key)``: two keys whose ``hash(key)`` collide (likely among tens of thousands
+    of keys in 32 bits) would share every slot, and no displacement could part them."""
+    salts = np.broadcast_to(np.asarray(salt, dtype=np.int64), keys.shape)
+    return murmur3_hash_long(keys, seed=murmur3_hash_long(salts)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SlotTable:
+    """A routing table as a hash table that a Spark expression reads in O(1).
+
+    Hash and displace (Belazzougui, Botelho and Dietzfelbinger, "Hash, displace, and
+    compress", ESA 2009, without the compression): each key falls in bucket
+    ``hash(key) & (n_buckets - 1)`` (the hash ``F(k)`` takes its node from); each bucket
+    has a displacement ``d`` chosen on the driver so that its keys' slots
+    ``hash(seed, key) & (n_slots - 1)``, ``seed = TABLE_SLOT_SALT + d``, are free and
+    distinct. A lookup
+    reads the bucket's ``d``, then the slot's key and entry: two hashes and three array
+    reads, whatever the table's size, and no probing (so each array is read once in the
+    expression). A key outside the table reads a slot holding another key, or an empty
+    one, and goes home. A split key's entry points at its parts, kept contiguous in two
+    small arrays of split keys only (``part_hi``, ``part_node``), read as the parts of
+    :class:`RoutingTable` are: the first part whose ``hi_units`` exceeds the tuple's unit.
+    The layout is a function of the table (buckets filled largest first, displacements
+    tried 0, 1, 2, ... for all buckets of one size at once)."""
+
+    seed: np.ndarray  # int64 per bucket: TABLE_SLOT_SALT + its displacement
+    slot_key: np.ndarray  # int64 per slot
+    slot_entry: np.ndarray  # int32 per slot (see EMPTY)
+    split_first: np.ndarray  # int32 per split key: its first part in part_hi/part_node
+    part_hi: np.ndarray  # int32 per part of a split key
+    part_node: np.ndarray  # int32 per part of a split key
+    max_parts: int
+
+    @property
+    def n_buckets(self) -> int:
+        return len(self.seed)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slot_key)
+
+    @classmethod
+    def of(cls, table: RoutingTable) -> SlotTable:
+        keys = np.asarray(table.keys, dtype=np.int64)
+        n_keys = len(keys)
+        n_buckets = _power_of_two(n_keys / KEYS_PER_BUCKET)
+        n_slots = _power_of_two(max(2.0, n_keys * SLOTS_PER_KEY))
+        bucket = murmur3_hash_long(keys).astype(np.int64) & (n_buckets - 1)
+        displacement, slot = _displace(keys, bucket, n_buckets, n_slots)
+        counts = np.diff(table.offsets)
+        split = np.flatnonzero(counts > 1)
+        entry = np.where(counts == 1, table.nodes[table.offsets[:-1]], 0).astype(np.int64)
+        entry[split] = -(np.arange(len(split)) + 2)
+        slot_key = np.zeros(n_slots, dtype=np.int64)
+        slot_entry = np.full(n_slots, EMPTY, dtype=np.int32)
+        slot_key[slot] = keys
+        slot_entry[slot] = entry
+        parts = np.concatenate(
+            [np.arange(table.offsets[i], table.offsets[i + 1]) for i in split]
+            or [np.zeros(0, dtype=np.int64)]
+        ).astype(np.int64)
+        split_first = np.r_[0, np.cumsum(counts[split])[:-1]] if len(split) else np.zeros(0)
+        return cls(
+            seed=TABLE_SLOT_SALT + displacement,
+            slot_key=slot_key,
+            slot_entry=slot_entry,
+            split_first=split_first.astype(np.int32),
+            part_hi=table.hi_units[parts].astype(np.int32),
+            part_node=table.nodes[parts].astype(np.int32),
+            max_parts=int(counts.max()),
+        )
+
+    def columns(self, spark: SparkSession) -> SlotColumns:
+        """The arrays as Spark columns: one row of array columns, each read through a
+        scalar subquery, so the plan shows a subquery, not the table (a literal of the
+        table printed it in every plan string: 40 MiB at 50,000 keys, measured) and a
+        task carries each array once."""
+        arrays = {
+            "seed": self.seed,
+            "slot_key": self.slot_key,
+            "slot_entry": self.slot_entry,
+            "split_first": self.split_first,
+            "part_hi": self.part_hi,
+            "part_node": self.part_node,
+        }
+        row = pa.table(
+            {
+                name: pa.array([values], type=pa.list_(pa.from_numpy_dtype(values.dtype)))
+                for name, values in arrays.items()
+            }
+        )
+        one = spark.createDataFrame(row)
+        return SlotColumns(self, {name: one.select(name).scalar() for name in arrays})
+
+
+def _displace(
+    keys: np.ndarray, bucket: np.ndarray, n_buckets: int, n_slots: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each bucket's displacement and each key's slot (see :class:`SlotTable`)."""
+    displacement = np.zeros(n_buckets, dtype=np.int64)
+    slot = np.full(len(keys), -1, dtype=np.int64)
+    taken = np.zeros(n_slots, dtype=bool)
+    sizes = np.bincount(bucket, minlength=n_buckets)
+    for size in np.unique(sizes[sizes > 0])[::-1]:
+        waiting = np.flatnonzero(sizes[bucket] == size)  # keys of the buckets of this size
+        for d in range(1 << 20):
+            if len(waiting) == 0:
+                break
+            tried = _salted_key_hash(keys[waiting], TABLE_SLOT_SALT + d) & (n_slots - 1)
+            _, where, how_many = np.unique(tried, return_inverse=True, return_counts=True)
+            fits = ~taken[tried] & (how_many[where] == 1)
+            failed = np.zeros(n_buckets, dtype=bool)
+            failed[bucket[waiting[~fits]]] = True
+            placed = ~failed[bucket[waiting]]
+            slot[waiting[placed]] = tried[placed]
+            taken[tried[placed]] = True
+            displacement[bucket[waiting[placed]]] = d
+            waiting = waiting[~placed]
+        else:
+            raise RuntimeError(f"no displacement places {len(waiting)} keys in {n_slots} slots")
+    return displacement, slot
+
+
+@dataclass(frozen=True)
+class SlotColumns:
+    """A :class:`SlotTable`'s lookups as Spark expressions over its array columns."""
+
+    table: SlotTable
+    arrays: dict[str, Column]
+
+    def _at(self, name: str, index: Column) -> Column:
+        """Element ``index`` (0-based) of array ``name``."""
+        return F.get(self.arrays[name], index)
+
+    def route(self, df: DataFrame, key: str, tuple_id: str, n_nodes: int, out: str) -> DataFrame:
+        """``df`` plus column ``out``, the node of each tuple. One projection per value
+        (``hash(key)``, the slot, the key's entry, a split key's first part and the
+        tuple's unit, the node), so each is computed once
+        per tuple: Spark does not merge a projection into the next where that would
+        compute a costly value twice (measured: with the slot's hash written twice in
+        one expression, the lookup cost 2.5x as much)."""
+        k = F.col(key)
+        found = df.withColumn("_rt_hash", F.hash(k))
+        key_hash = F.col("_rt_hash")
+        seed = self._at("seed", key_hash.bitwiseAND(F.lit(self.table.n_buckets - 1)))
+        slot = F.hash(seed, k).bitwiseAND(F.lit(self.table.n_slots - 1))
+        found = found.withColumn("_rt_slot", slot)
+        slot = F.col("_rt_slot")
+        entry = F.when(self._at("slot_key", slot) == k, self._at("slot_entry", slot))
+        found = found.withColumn("_rt_entry", entry.otherwise(F.lit(EMPTY)))
+        home = F.pmod(key_hash, F.lit(n_nodes)).cast("int")
+        entry = F.col("_rt_entry")
+        if self.table.max_parts < 2:
+            routed = found.withColumn(out, F.when(entry == F.lit(EMPTY), home).otherwise(entry))
+            return routed.drop("_rt_hash", "_rt_slot", "_rt_entry")
+        # A split key's tuple: its unit and its key's first part, once each (the hot keys
+        # are the split ones, so this path carries much of the stream).
+        split = entry <= F.lit(-2)
+        found = found.withColumn(
+            "_rt_first", F.when(split, self._at("split_first", F.lit(-2) - entry))
+        ).withColumn("_rt_unit", F.when(split, fraction_unit(tuple_id)))
+        first, unit = F.col("_rt_first"), F.col("_rt_unit")
+        part = None
+        for j in range(self.table.max_parts):
+            at = first + F.lit(j)
+            hit = unit < self._at("part_hi", at)
+            node = self._at("part_node", at)
+            part = F.when(hit, node) if part is None else part.when(hit, node)
+        assert part is not None
+        node = F.when(entry == F.lit(EMPTY), home).when(entry >= 0, entry).otherwise(part)
+        routed = found.withColumn(out, node)
+        return routed.drop("_rt_hash", "_rt_slot", "_rt_entry", "_rt_first", "_rt_unit")
 
 
 def bucket_owner(key: str | Column, buckets: BucketMap) -> Column:
