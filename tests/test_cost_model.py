@@ -3,6 +3,8 @@ leaves to the harness, and the three throughput figures."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,7 @@ def test_node_service_is_the_slowest_node_and_routing_is_shared_by_senders():
     assert r.service_s == pytest.approx(0.6)
 
 
-def test_migration_is_the_slowest_involved_node_with_its_transfer():
+def test_migration_is_the_slowest_involved_node_with_its_cpu_and_link_at_once():
     # Node 0 sends 50 MB and works 0.1 s; node 2 receives 25 MB and works 0.3 s.
     r = record(
         0,
@@ -35,12 +37,17 @@ def test_migration_is_the_slowest_involved_node_with_its_transfer():
         migration_sent_bytes=np.array([50e6, 0.0, 0.0]),
         migration_received_bytes=np.array([0.0, 0.0, 25e6]),
     )
-    # 125 MB/s: node 0 = 0.1 + 0.4, node 2 = 0.3 + 0.2.
+    # 125 MB/s: node 0 = max(0.1, 0.4), its link decides; node 2 = max(0.3, 0.2), its CPU
     assert r.migration_transfer_s.tolist() == pytest.approx([0.4, 0.0, 0.2])
-    assert r.migration_s == pytest.approx(0.5)
+    assert r.node_migration_s.tolist() == pytest.approx([0.4, 0.0, 0.3])
+    assert r.migration_s == pytest.approx(0.4)
     assert r.migration_bytes == pytest.approx(50e6)
-    # inside the batch: node 0 finishes at 0.1 + 0.5, node 2 at 0.1 + 0.5, node 1 at 0.1
-    assert r.service_s == pytest.approx(0.6)
+    # inside the batch: node 0 = max(0.1 + 0.1, 0.4), node 2 = max(0.1 + 0.3, 0.2)
+    assert r.service_s == pytest.approx(0.4)
+    # a CPU-only model charges no transfer
+    cpu_only = replace(r, bandwidth_mb_per_s=None)
+    assert cpu_only.migration_s == pytest.approx(0.3)
+    assert cpu_only.service_s == pytest.approx(0.4)  # node 2: 0.1 + 0.3
 
 
 def test_doubling_the_bytes_moved_doubles_the_transfer_part():
@@ -65,9 +72,44 @@ def test_doubling_the_bytes_moved_doubles_the_transfer_part():
             bandwidth_mb_per_s=bw,
         )
         assert twice.migration_transfer_s == pytest.approx(2 * once.migration_transfer_s)
-        # the CPU part is unchanged: the total grows by exactly the added transfer
-        extra = twice.migration_s - once.migration_s
-        assert extra == pytest.approx(once.migration_transfer_s.max(), rel=0.01)
+        # the links decide here (14 MB at 125 MB/s = 0.112 s > 0.05 s of CPU): the
+        # migration's charge doubles with its bytes
+        assert once.migration_s == pytest.approx(once.migration_transfer_s.max())
+        assert twice.migration_s == pytest.approx(2 * once.migration_s)
+
+
+def test_the_tuples_cross_the_links_a_node_is_as_slow_as_its_cpu_or_its_link():
+    # 3 nodes work 0.1, 0.2, 0.1 s of CPU; node 0 receives 25 MB of tuples, the others 5 MB;
+    # 4 senders route 0.4 s of CPU together and write 40 MB
+    r = record(
+        0,
+        [0.1, 0.2, 0.1],
+        route_work_s=0.4,
+        senders=4,
+        received_bytes=np.array([25e6, 5e6, 5e6]),
+        sent_bytes=40e6,
+    )
+    # At 1 GbE (125 MB/s) a sender's 10 MB take 0.08 s < its 0.1 s of CPU; node 0's
+    # link takes 0.2 s, as long as node 1's CPU
+    assert r.routing_transfer_s == pytest.approx(0.08)
+    assert r.routing_s == pytest.approx(0.1)
+    assert r.node_transfer_s.tolist() == pytest.approx([0.2, 0.04, 0.04])
+    assert r.service_s == pytest.approx(0.1 + 0.2)
+    # At 100 Mb/s (12.5 MB/s) the links decide: a sender 0.8 s, node 0 2.0 s
+    slow = replace(r, bandwidth_mb_per_s=12.5)
+    assert slow.routing_s == pytest.approx(0.8)
+    assert slow.service_s == pytest.approx(0.8 + 2.0)
+    # A CPU-only model and a runner that measured no bytes charge the CPU alone
+    assert replace(r, bandwidth_mb_per_s=None).service_s == pytest.approx(0.1 + 0.2)
+    assert record(0, [0.1, 0.2, 0.1], route_work_s=0.4, senders=4).service_s == pytest.approx(0.3)
+    # A migration's rows share node 0's inbound link with the tuples
+    moving = replace(
+        slow,
+        migration_work_s=np.array([0.0, 0.0, 0.0]),
+        migration_received_bytes=np.array([5e6, 0.0, 0.0]),
+        migration_sent_bytes=np.array([0.0, 0.0, 5e6]),
+    )
+    assert moving.node_transfer_s.tolist() == pytest.approx([2.4, 0.4, 0.4])
 
 
 def test_harness_is_driver_wall_minus_what_is_charged_and_never_enters_the_clock():

@@ -87,7 +87,7 @@ def summarize(
     event_time_s: np.ndarray,
     batch_of: np.ndarray,
     interval_s: float,
-    bandwidth_mb_per_s: float = metrics.DEFAULT_BANDWIDTH_MB_PER_S,
+    bandwidth_mb_per_s: float | None = metrics.DEFAULT_BANDWIDTH_MB_PER_S,
 ) -> dict[str, float]:
     """Run-level metrics from the measured batches, under the cost model (definitions in
     ``metrics``)."""
@@ -166,7 +166,7 @@ def summarize(
 
 
 def batch_metrics(
-    result: Any, bandwidth_mb_per_s: float = metrics.DEFAULT_BANDWIDTH_MB_PER_S
+    result: Any, bandwidth_mb_per_s: float | None = metrics.DEFAULT_BANDWIDTH_MB_PER_S
 ) -> dict[str, float]:
     """The per-batch series (``step`` = batch index)."""
     costs = result.costs(bandwidth_mb_per_s)
@@ -180,6 +180,11 @@ def batch_metrics(
             result.makespan_s / result.ideal_makespan_s if result.ideal_makespan_s > 0 else 1.0
         ),
         "route_s": costs.routing_s,
+        "route_cpu_s": costs.routing_cpu_s,
+        "route_transfer_s": costs.routing_transfer_s,
+        "sent_bytes": float(costs.sent_bytes),
+        "received_bytes_max_node": float(np.max(costs.received_bytes, initial=0.0)),
+        "node_transfer_s": float(np.max(costs.node_transfer_s, initial=0.0)),
         "service_s": costs.service_s,
         "routing_table_entries": float(result.routing_table_entries),
         "batch_wall_s": result.wall_s,
@@ -434,7 +439,7 @@ ROUNDS_DONE_TAG, ROUNDS_STOPPED_TAG = "balancebench.rounds_done", "balancebench.
 ROUND_PREFIX = "round/"
 
 
-def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float) -> None:
+def _log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float | None) -> None:
     """A measured batch: its series to MLflow and one progress line to the task log."""
     series = batch_metrics(result, bandwidth_mb_per_s)
     tracking.log_batch_metrics(

@@ -221,13 +221,15 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "null = every node from the start.",
     },
     "network_bandwidth_mb_per_s": {
-        "type": "number",
+        "type": ["number", "null"],
         "exclusiveMinimum": 0,
         "maximum": 1e6,
         "default": DEFAULT_BANDWIDTH_MB_PER_S,
         "title": "Network bandwidth (MB/s)",
-        "description": "Link speed of the cost model: a migration's bytes sent or received by "
-        "a node / this = its transfer time (default 125 = 1 GbE).",
+        "description": "Link speed of the cost model (default 125 = 1 GbE; 1250 = 10 GbE): "
+        "bytes a sender writes or a node reads from the exchange (tuples, partials, a "
+        "migration's rows) / this = the link's time, which overlaps the CPU beside it "
+        "(the longer one counts). null = a CPU-only model (no transfer charged).",
     },
     "experiment": {
         "type": "string",
@@ -444,8 +446,9 @@ class ExperimentSpec(Mapping[str, Any]):
         return self._values["node_capacity_state_tuples"]
 
     @property
-    def network_bandwidth_mb_per_s(self) -> float:
-        return float(self._values["network_bandwidth_mb_per_s"])
+    def network_bandwidth_mb_per_s(self) -> float | None:
+        value = self._values["network_bandwidth_mb_per_s"]
+        return None if value is None else float(value)
 
     @property
     def experiment(self) -> str:

@@ -26,13 +26,20 @@ clock charges to a strategy, all in one currency, seconds of measured CPU:
   migration costs what its rows cost in the stages they ride (:func:`attribute_migration`):
   at a sending node the rows it writes into the exchange times the senders' CPU per row
   written; at a receiving node the rows it reads times its node stage's CPU per row read
-  (its calibrated fixed cost left out); plus ``max(bytes sent, bytes received) /
-  network_bandwidth_mb_per_s`` (links are full duplex). A plan that moves nothing costs
-  nothing.
+  (its calibrated fixed cost left out); its transfer ``max(bytes sent, bytes received) /
+  network_bandwidth_mb_per_s`` (links are full duplex) at the same time. A plan that
+  moves nothing costs nothing;
+- *network* (issue 44): every byte that crosses a link, at ``network_bandwidth_mb_per_s``
+  (``null``: a CPU-only model): a sender's share of the bytes the senders wrote into the
+  exchange, and each node's bytes read from it (the batch's tuples, an aggregation's
+  partials, a migration's rows), Spark's measured shuffle bytes.
 
-A batch occupies the clock for ``routing + max over nodes of (node work + migration
-work + transfer)``: a migration delays the batch only where it lands on the node that
-finishes last, as state moving inside the data flow does. The next batch cannot start
+A transfer overlaps the CPU work beside it (:data:`TRANSFER_RULE`): routing is
+``max(sender CPU, sender transfer)``, and a batch occupies the clock for ``routing +
+max over nodes of max(node CPU + migration CPU, the node link's transfer)``: a
+migration delays the batch only where it lands on the node that finishes last, as state
+moving inside the data flow does, and the network only where a link is slower than the
+CPU behind it. The next batch cannot start
 before the plan made from this one is ready. Everything else the driver spends on a
 batch (Spark job scheduling, the oracle, statistics collection, task-metric reads,
 checkpoint bookkeeping) is the harness's own cost, ``harness_s``: logged, never charged.
@@ -53,8 +60,16 @@ import numpy as np
 
 from balancebench import replay
 
-#: Default link speed for the transfer part of a migration (1 GbE), MB/s (1 MB = 1e6 B).
+#: Default link speed of every transfer (1 GbE), MB/s (1 MB = 1e6 B).
 DEFAULT_BANDWIDTH_MB_PER_S: Final[float] = 125.0
+#: How a transfer meets the CPU work beside it: "overlap", the node's (or sender's) link
+#: and CPU work at the same time and the longer one decides (``max``, not ``sum``). Why:
+#: Spark's reduce tasks fetch shuffle blocks in the background (up to
+#: ``spark.reducer.maxSizeInFlight``, 48 MB) while they process the blocks already
+#: fetched, and the papers' stream processors pipeline tuples through their operators;
+#: so a node's batch is bound by the slower of its CPU and its link, not their sum.
+#: Migrations ride the same exchange, under the same rule.
+TRANSFER_RULE: Final[str] = "overlap"
 #: The per-batch metric of the part of harness_s that is tasks waiting for a core.
 CORE_WAIT: Final[str] = "harness_core_wait_s"
 
@@ -93,19 +108,43 @@ class BatchCosts:
     migration_received_bytes: np.ndarray = field(default_factory=_zeros)
     #: Driver wall seconds of everything done for the batch.
     driver_wall_s: float = 0.0
-    #: Link speed for a migration's transfer (MB/s, 1 MB = 1e6 B).
-    bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S
+    #: Link speed of every transfer (MB/s, 1 MB = 1e6 B); None: a CPU-only model.
+    bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S
     #: Measured lower bound on the seconds the batch's tasks waited for a core
     #: (``task_metrics.core_wait_s``), as the runner read it.
     core_wait_s: float = 0.0
+    #: Per node: bytes of the batch's own tuples the node read from the exchange (Spark's
+    #: shuffle bytes read in its node stages, a migration's rows left out); empty: not
+    #: measured by the runner (no transfer charged).
+    received_bytes: np.ndarray = field(default_factory=_zeros)
+    #: Bytes the senders wrote into the exchange for the batch's tuples (all senders).
+    sent_bytes: float = 0.0
+
+    def transfer_s(self, nbytes: np.ndarray | float) -> np.ndarray:
+        """Seconds a link takes for ``nbytes`` (0 in a CPU-only model)."""
+        nbytes = np.asarray(nbytes, dtype=float)
+        if self.bandwidth_mb_per_s is None:
+            return np.zeros_like(nbytes)
+        return nbytes / (self.bandwidth_mb_per_s * 1e6)
 
     @property
     def node_service_s(self) -> float:
+        """The slowest node's CPU for the batch's tuples (transfers apart)."""
         return float(np.max(self.node_work_s)) if len(self.node_work_s) else 0.0
 
     @property
-    def routing_s(self) -> float:
+    def routing_cpu_s(self) -> float:
         return self.route_work_s / max(1, self.senders)
+
+    @property
+    def routing_transfer_s(self) -> float:
+        """A sender's share of the bytes written into the exchange, over its link."""
+        return float(self.transfer_s(self.sent_bytes / max(1, self.senders)))
+
+    @property
+    def routing_s(self) -> float:
+        """A sender's routing: its CPU and its link work at once (:data:`TRANSFER_RULE`)."""
+        return max(self.routing_cpu_s, self.routing_transfer_s)
 
     @property
     def migration_bytes(self) -> float:
@@ -113,28 +152,40 @@ class BatchCosts:
 
     @property
     def migration_transfer_s(self) -> np.ndarray:
-        """Per node: ``max(sent, received) / bandwidth``."""
+        """Per node: ``max(sent, received) / bandwidth`` (links are full duplex)."""
         sent, received = _aligned(self.migration_sent_bytes, self.migration_received_bytes)
-        return np.maximum(sent, received) / (self.bandwidth_mb_per_s * 1e6)
+        return self.transfer_s(np.maximum(sent, received))
 
     @property
     def node_migration_s(self) -> np.ndarray:
-        """Per node: the migration's CPU there plus its transfer."""
+        """Per node: the migration's CPU there and its transfer, at once."""
         work, transfer = _aligned(self.migration_work_s, self.migration_transfer_s)
-        return work + transfer
+        return np.maximum(work, transfer)
 
     @property
     def migration_s(self) -> float:
-        """Max over the nodes involved of (migration CPU + transfer)."""
+        """Max over the nodes involved of max(migration CPU, transfer)."""
         per_node = self.node_migration_s
         return float(per_node.max()) if len(per_node) else 0.0
 
     @property
+    def node_transfer_s(self) -> np.ndarray:
+        """Per node: how long its link works for the batch: the tuples received plus a
+        migration's rows received, or a migration's rows sent if more (full duplex)."""
+        received, moved_in = _aligned(
+            np.asarray(self.received_bytes, float), self.migration_received_bytes
+        )
+        inbound, outbound = _aligned(received + moved_in, self.migration_sent_bytes)
+        return self.transfer_s(np.maximum(inbound, outbound))
+
+    @property
     def service_s(self) -> float:
         """How long the batch occupies the clock: routing, then the node that finishes
-        last, its share of the migration included."""
-        work, moving = _aligned(np.asarray(self.node_work_s, float), self.node_migration_s)
-        busy = work + moving
+        last, each node's CPU (its share of the migration's included) and its link's
+        transfers at once (:data:`TRANSFER_RULE`)."""
+        work, moving = _aligned(np.asarray(self.node_work_s, float), self.migration_work_s)
+        cpu, link = _aligned(work + moving, self.node_transfer_s)
+        busy = np.maximum(cpu, link)
         return self.routing_s + (float(busy.max()) if len(busy) else 0.0)
 
     @property
@@ -351,11 +402,33 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "core. For the Spark-native baselines: the tasks of the stateful operator's stage(s)."
     ),
     "route_s": (
-        "[per batch] routing at the senders (cost model): summed CPU of the routing-stage "
-        "tasks (read the batch, pick each tuple's node(s), write the exchange) / senders (the "
-        "input partitions), seconds: their executorCpuTime, plus for a routing loop in Python "
-        "workers (pkg, dchoices, wchoices) the workers' own process CPU, measured inside them "
-        "(route_python_s), since executorCpuTime sees only the JVM's threads."
+        "[per batch] routing at the senders (cost model): max(route_cpu_s, route_transfer_s), "
+        "a sender's CPU and its link at once, seconds."
+    ),
+    "route_cpu_s": (
+        "[per batch] summed CPU of the routing-stage tasks (read the batch, pick each tuple's "
+        "node(s), write the exchange) / senders (the input partitions), seconds: their "
+        "executorCpuTime, plus for a routing loop in Python workers (pkg, dchoices, wchoices) "
+        "the workers' own process CPU, measured inside them (route_python_s), since "
+        "executorCpuTime sees only the JVM's threads."
+    ),
+    "route_transfer_s": (
+        "[per batch] sent_bytes / senders / network_bandwidth_mb_per_s: a sender's link time "
+        "for its share of the exchange (0 when network_bandwidth_mb_per_s is null), seconds."
+    ),
+    "sent_bytes": (
+        "[per batch] bytes the senders wrote into the exchange for the batch's tuples "
+        "(Spark's shuffle bytes written by the routing tasks; a migration's rows apart)."
+    ),
+    "received_bytes_max_node": (
+        "[per batch] max over nodes of the bytes the node read from the exchange for the "
+        "batch's tuples (Spark's shuffle bytes read in its node stages: tuples, an "
+        "aggregation's partials; a migration's rows apart)."
+    ),
+    "node_transfer_s": (
+        "[per batch] max over nodes of the node's link time: max(bytes received (tuples and "
+        "a migration's rows), a migration's bytes sent) / network_bandwidth_mb_per_s, "
+        "seconds (0 when network_bandwidth_mb_per_s is null)."
     ),
     "route_python_s": (
         "[per batch] of the routing, the CPU seconds the senders' Python workers spent "
@@ -364,14 +437,15 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "service_s": (
         "[per batch] time the batch occupies the replay clock: route_s + max over nodes of "
-        "(node work + the node's share of the migration carried out in this batch: its CPU "
-        "and transfer), seconds."
+        "max(node work + the node's CPU share of the migration carried out in this batch, "
+        "the node's link time (node_transfer_s)): CPU and link at once, seconds."
     ),
     "migration_s": (
         "[per batch] the migration carried out inside this batch's exchange (the plan made "
         "after the previous batch; cost model): max over the nodes that send or receive rows "
-        "of (the rows' CPU there + max(bytes sent, bytes received) / "
-        "network_bandwidth_mb_per_s), seconds. A row's CPU: at the sending node, the senders' "
+        "of max(the rows' CPU there, max(bytes sent, bytes received) / "
+        "network_bandwidth_mb_per_s), CPU and link at once, seconds. A row's CPU: at the "
+        "sending node, the senders' "
         "CPU per row written into the same exchange; at the receiving node, its node stage's "
         "CPU per row read (its calibrated fixed cost left out). 0 when nothing moves."
     ),

@@ -306,6 +306,9 @@ class Engine(MicroBatchLoop):
                 extract_bytes=work.extract_bytes,
                 send_cpu_per_row_s=work.send_cpu_per_row_s,
             )
+        received_bytes = work.node_received_bytes
+        if migration is not None:  # the migration's rows are charged as its own transfer
+            received_bytes = np.maximum(received_bytes - migration.received_bytes, 0.0)
         stage_names = ["node"] if self.node_stages == 1 else ["node", "merge"]
         result = BatchResult(
             batch=b,
@@ -323,6 +326,8 @@ class Engine(MicroBatchLoop):
             migration=migration,
             migrated_tuples=arrival.moved_tuples,
             node_fixed_s=self.node_fixed_s,
+            received_bytes=received_bytes,
+            sent_bytes=work.sender_bytes,
             extra={
                 **{
                     f"node_work_{name}_s": float(cpu.sum())

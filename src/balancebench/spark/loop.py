@@ -84,6 +84,10 @@ class BatchResult:
     #: The runner's fixed node cost per node and batch (s; the engine's calibration),
     #: None for a runner that does not measure it.
     node_fixed_s: float | None = None
+    #: Per node: bytes read from the exchange for the batch's tuples (a migration's rows
+    #: apart), and the bytes the senders wrote for them; None / 0: not measured.
+    received_bytes: np.ndarray | None = None
+    sent_bytes: float = 0.0
 
     @property
     def node_work_s(self) -> np.ndarray:
@@ -118,7 +122,7 @@ class BatchResult:
     def replication_factor(self) -> float:
         return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
 
-    def costs(self, bandwidth_mb_per_s: float = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
+    def costs(self, bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
         """The batch as the cost model's input (``metrics.BatchCosts``)."""
         m = self.migration
         empty = np.zeros(0)
@@ -135,6 +139,8 @@ class BatchResult:
             driver_wall_s=self.wall_s,
             bandwidth_mb_per_s=bandwidth_mb_per_s,
             core_wait_s=self.extra.get(CORE_WAIT, 0.0),
+            received_bytes=self.received_bytes if self.received_bytes is not None else empty,
+            sent_bytes=self.sent_bytes,
         )
 
 

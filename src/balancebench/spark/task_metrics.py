@@ -163,6 +163,8 @@ class GroupWork:
     #: putting one row into the exchange).
     sender_cpu_s: float = 0.0
     sender_rows: int = 0
+    #: Bytes the senders wrote into the exchange (the batch's tuples crossing links).
+    sender_bytes: float = 0.0
     #: Executed sender tasks (for the calibration's fixed cost per sender).
     sender_tasks: int = 0
     #: The cores the tasks share, and a lower bound on how long the measured stages'
@@ -269,6 +271,7 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
         work.node_records_read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics]
     )
     np.add.at(work.node_input_records, nodes, [m["inputMetrics"]["recordsRead"] for m in metrics])
+    np.add.at(work.node_received_bytes, nodes, [_shuffle_bytes_read(m) for m in metrics])
     work.node_gc_s += sum(m.get("jvmGcTime", 0) for m in metrics) / 1e3
     stage = np.zeros(n_nodes)
     np.add.at(stage, nodes, cpu)
@@ -278,6 +281,13 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     read = np.zeros(n_nodes, dtype=np.int64)
     np.add.at(read, nodes, [m["shuffleReadMetrics"]["recordsRead"] for m in metrics])
     work.stage_records_read.append(read)
+
+
+def _shuffle_bytes_read(metrics: dict) -> float:
+    """Bytes a task read from the exchange: local and remote blocks alike (on a cluster
+    every node's blocks but its own cross a link; here every node is on one machine)."""
+    read = metrics["shuffleReadMetrics"]
+    return float(read.get("localBytesRead", 0) + read.get("remoteBytesRead", 0))
 
 
 def _job_stage_tasks(reader: TaskMetricsReader, job: int) -> list[list[dict]]:
@@ -346,6 +356,7 @@ def batch_work(
                 if last:
                     work.sender_cpu_s += cpu
                     work.sender_rows += m["shuffleWriteMetrics"]["recordsWritten"]
+                    work.sender_bytes += m["shuffleWriteMetrics"]["bytesWritten"]
                     work.sender_tasks += 1
         for tasks in nodes:
             add_node_stage(work, tasks)
