@@ -12,7 +12,7 @@ SPARK_MASTER ?=
 export CONF SPARK_MASTER
 
 .PHONY: test-faults setup run test test-fast lint bench bench-engine bench-costs crossover bench-sweep paper-figures clean \
-	airflow airflow-stop airflow-status browser
+	airflow airflow-stop airflow-status browser check-model
 
 $(UV):
 	$(PYTHON) -m venv $(BOOT)
@@ -73,6 +73,12 @@ bench-engine: setup
 # signal, migration), printed side by side with verdicts: about 8 minutes.
 bench-costs: setup
 	$(UV_RUN) python benchmarks/engine_costs.py
+
+# The cost model against nodes that really run side by side (issue 44): a cell on
+# local-cluster[2,1,2048] (2 executors of 1 core; SPARK_MASTER=spark://... on a cluster,
+# n_nodes = n_senders = its cores via CONF), model charge against measured stage wall.
+check-model: setup
+	$(UV_RUN) balancebench check-model --conf "$$CONF" $(if $(SPARK_MASTER),--spark-master "$$SPARK_MASTER")
 
 # From which load per node balancing pays (issue 26): capacity and p99 against tuples per
 # node and batch -> docs/figures/crossover.png; about an hour (--resume after a stop).

@@ -30,6 +30,11 @@ _HUGE_MODEL_GRID = json.dumps(
 
 # (entry point arguments, the text the message must contain: the field it names)
 CASES: list[tuple[list[str], str]] = [
+    # balancebench check-model: a master whose nodes share cores, nodes that do not match it
+    (["check-model", "--spark-master", "local[2]"], "spark_master"),
+    (["check-model", "--spark-master", "local-cluster[2,1,64]"], "spark_master"),
+    (["check-model", "--conf", '{"n_nodes": 3}'], "n_nodes"),
+    (["check-model", "--conf", '{"zipf_s": -1}'], "zipf_s"),
     # balancebench run --conf (the DAG Params)
     (["run", "--conf", "null"], "CONF"),
     (["run", "--conf", "[1, 2]"], "CONF"),

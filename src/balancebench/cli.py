@@ -298,6 +298,70 @@ def _failed(headline: str, what: str, log: Path) -> NoReturn:
     raise typer.Exit(1)
 
 
+#: ``local-cluster[executors,cores,MiB]``: Spark starts the executors for the application
+#: and stops them with it (the check's default master).
+_LOCAL_CLUSTER = re.compile(
+    r"local-cluster\[(?P<n>[1-9][0-9]?),(?P<cores>[1-9]),(?P<mb>[0-9]{3,5})\]"
+)
+
+
+def _check_model_master(master: str) -> int:
+    """The cores the check's master gives its nodes (``local-cluster``'s executors x
+    cores; a ``spark://`` cluster's are asked of Spark later: 0), or ValueError."""
+    found = _LOCAL_CLUSTER.fullmatch(master or "")
+    if found:
+        return int(found["n"]) * int(found["cores"])
+    if master.startswith("spark://"):
+        check_spark_master(master)
+        return 0
+    raise ValueError(
+        f"spark_master: {quoted(master)} is not allowed here; allowed: local-cluster[E,C,MiB] "
+        "(E executors of C cores, each its own JVM) or spark://host:port: the nodes need "
+        "cores of their own, which local[N] shares"
+    )
+
+
+@_command()
+def check_model(
+    conf: str = typer.Option(
+        "{}", help="Params as JSON over the check's (2 nodes, 2 senders, hash/qmmp/mnrt)"
+    ),
+    spark_master: str = typer.Option(
+        "local-cluster[2,1,2048]",
+        help="local-cluster[E,C,MiB] or spark://host:7077; n_nodes = n_senders = its cores",
+    ),
+    rounds: int = typer.Option(3, min=2, max=20, help="rotated rounds of the strategies"),
+) -> None:
+    """The cost model against nodes that really run side by side: per batch, the model's
+    charge (routing per sender, the slowest node's CPU) against the measured wall time of
+    the same stages, on a master where every node has a core of its own."""
+    from balancebench.spark.check_model import CHECK_DEFAULTS, report, run_check
+    from balancebench.spark.session import get_session
+
+    def check() -> dict:
+        cores = _check_model_master(spark_master)
+        values = {**CHECK_DEFAULTS, **parse_json_object(conf, "CONF")}
+        if cores and (values["n_nodes"] != cores or values["n_senders"] != cores):
+            raise ValueError(
+                f"n_nodes, n_senders: {values['n_nodes']}, {values['n_senders']} on a master "
+                f"of {cores} cores; allowed: both {cores} (one core per node and sender)"
+            )
+        params = ExperimentSpec.checked(values).to_json()
+        check_inputs(params)
+        return params
+
+    params = ExperimentSpec.checked(_at_the_door(check, None))
+    mb = _LOCAL_CLUSTER.fullmatch(spark_master)
+    conf_extra = {"spark.executor.memory": f"{int(mb['mb']) * 3 // 4}m"} if mb else {}
+    spark = get_session("balancebench-check-model", spark_master, conf_extra)
+    try:
+        checks = run_check(spark, params, rounds)
+    finally:
+        spark.stop()
+    for line in report(checks, params.strategies[0]):
+        console.print(line, markup=False, highlight=False)
+
+
 @_command(opens_store=True)
 def figure(
     key: str = typer.Argument(..., help=f"paper 000 figure: {', '.join(sorted(FIGURES))}"),

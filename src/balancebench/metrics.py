@@ -430,6 +430,15 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "a migration's rows), a migration's bytes sent) / network_bandwidth_mb_per_s, "
         "seconds (0 when network_bandwidth_mb_per_s is null)."
     ),
+    "route_wall_s": (
+        "[per batch] wall seconds of the batch's routing stages (per stage, its tasks' first "
+        "launch to last end, summed): never charged; what check-model compares route_s with."
+    ),
+    "node_wall_s": (
+        "[per batch] wall seconds of the batch's node stages (per stage, its tasks' first "
+        "launch to last end, summed): never charged; what check-model compares the slowest "
+        "node's CPU with on a master where each node has a core of its own."
+    ),
     "route_python_s": (
         "[per batch] of the routing, the CPU seconds the senders' Python workers spent "
         "(process CPU measured inside the worker from its first row to its last, Arrow's "

@@ -335,6 +335,8 @@ class Engine(MicroBatchLoop):
                 },
                 **({"node_work_durable_s": float(durable.node_cpu_s.sum())} if durable else {}),
                 "route_python_s": python_s,
+                "route_wall_s": work.route_wall_s,
+                "node_wall_s": work.node_wall_s,
                 "node_gc_s": work.node_gc_s + (durable.node_gc_s if durable else 0.0),
                 metrics.CORE_WAIT: work.core_wait_s + (durable.core_wait_s if durable else 0.0),
                 "retried_stages": float(

@@ -15,6 +15,7 @@ are derived from its rows, ``metrics.attribute_migration``)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 import urllib.request
@@ -174,6 +175,11 @@ class GroupWork:
     #: Summed ``jvmGcTime`` (s) of the node stages' tasks: the JVM's garbage collection
     #: while they ran (wall; shared by the tasks running at once). Noise diagnosis only.
     node_gc_s: float = 0.0
+    #: Wall seconds of the batch's main job, from its stages' tasks (first launch to last
+    #: finish, per stage, summed over the stages): the routing stages and the node
+    #: stages. What the cost model is checked against (``check_model``), never charged.
+    route_wall_s: float = 0.0
+    node_wall_s: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
@@ -283,6 +289,22 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     work.stage_records_read.append(read)
 
 
+def stage_wall_s(tasks: list[dict]) -> float:
+    """Wall seconds from the stage's first task launch to its last task's end."""
+    starts = [_rest_time_s(t["launchTime"]) for t in tasks]
+    ends = [start + t.get("duration", 0) / 1e3 for start, t in zip(starts, tasks, strict=True)]
+    return max(ends) - min(starts) if tasks else 0.0
+
+
+def _rest_time_s(text: str) -> float:
+    """Seconds since the epoch of a REST API time (``2026-11-29T03:00:00.123GMT``)."""
+    return (
+        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%Z")
+        .replace(tzinfo=datetime.UTC)
+        .timestamp()
+    )
+
+
 def _shuffle_bytes_read(metrics: dict) -> float:
     """Bytes a task read from the exchange: local and remote blocks alike (on a cluster
     every node's blocks but its own cross a link; here every node is on one machine)."""
@@ -337,6 +359,8 @@ def batch_work(
                 add_route_stage(work, task_cpu_s(tasks))
             continue
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
+        work.route_wall_s += sum(stage_wall_s(tasks) for tasks in routing)
+        work.node_wall_s += sum(stage_wall_s(tasks) for tasks in nodes)
         for i, tasks in enumerate(routing):
             # The whole stage's wait (its senders' and a migration's extract tasks alike).
             cpu_s = task_cpu_s(tasks)
