@@ -1,0 +1,57 @@
+"""What a split key's tuple costs the routing-table lookup (issue 44): CPU per tuple of
+``placement.with_storage_node`` against ``F(k)`` alone, on a Spark range of 16M tuples
+over 10 keys, 6 of them in the table and split 8 ways (60% of the tuples take the split
+path), and the same table with the 6 keys moved whole. One local core, the best of 6
+timed runs of each plan (built once: the driver's table building is not timed),
+machine otherwise idle; the wall of a one-core job, so a plan's fixed cost (about
+10-30 ms of planning and task launch) is in it, 1-2 ns per tuple at this size.
+
+    uv run python benchmarks/split_lookup.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from pyspark.sql import functions as F
+
+from balancebench.hashing import home_nodes
+from balancebench.routing_table import RoutingTable
+from balancebench.spark.placement import home_node, with_storage_node
+from balancebench.spark.session import get_session
+
+TUPLES = 16_000_000
+NODES = 8
+
+
+def main() -> None:
+    spark = get_session("balancebench-split-lookup", "local[1]")
+    base = spark.range(TUPLES).select(
+        (F.col("id") % 10).alias("key"), F.col("id").alias("tuple_id")
+    )
+    keys = np.arange(6, dtype=np.int64)
+    split = RoutingTable.from_parts(
+        np.repeat(keys, NODES), np.tile(np.arange(NODES), 6), np.ones(6 * NODES), NODES
+    )
+    whole = RoutingTable.from_parts(keys, (home_nodes(keys, NODES) + 1) % NODES, np.ones(6), NODES)
+    variants = {
+        "F(k) alone": base.withColumn("node", home_node("key", NODES)),
+        "6 keys moved whole": with_storage_node(spark, base, whole),
+        "6 keys split 8 ways": with_storage_node(spark, base, split),
+    }
+    totals = {name: df.agg(F.sum("node")) for name, df in variants.items()}
+    best = {name: float("inf") for name in variants}
+    for _ in range(6):
+        for name, total in totals.items():
+            started = time.perf_counter()
+            total.collect()
+            best[name] = min(best[name], time.perf_counter() - started)
+    print(f"routing lookup, {TUPLES:,} tuples over 10 keys, one core (best of 6 runs):")
+    for name, seconds in best.items():
+        print(f"  {name:>20}: {seconds / TUPLES * 1e9:6.1f} ns per tuple")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
