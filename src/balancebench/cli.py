@@ -46,6 +46,7 @@ from balancebench.paths import (
 from balancebench.round_runs import experiment_comparison
 from balancebench.rounds import figure_words
 from balancebench.schema import parse_json_object, quoted, terminal_safe
+from balancebench.spark.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 # soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
@@ -327,7 +328,7 @@ def check_model(
         "{}", help="Params as JSON over the check's (2 nodes, 2 senders, hash/qmmp/mnrt)"
     ),
     spark_master: str = typer.Option(
-        "local-cluster[2,1,2048]",
+        CHECK_MODEL_MASTER,
         help="local-cluster[E,C,MiB] or spark://host:7077; n_nodes = n_senders = its cores",
     ),
     rounds: int = typer.Option(3, min=2, max=20, help="rotated rounds of the strategies"),

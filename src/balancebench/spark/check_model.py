@@ -36,6 +36,7 @@ import numpy as np
 
 from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
+from balancebench.rounds import rotated_rounds
 from balancebench.stats import LOWER, Outcome, Verdict, verdict
 
 #: The checked cell's Params unless the user's say otherwise: two nodes and two senders,
@@ -152,8 +153,7 @@ def run_check(spark: Any, params: ExperimentSpec, rounds: int) -> list[BatchChec
     checks: list[BatchCheck] = []
     try:
         for r in range(rounds):
-            order = names[r % len(names) :] + names[: r % len(names)]
-            for name in order:
+            for name in rotated_rounds(names, 1, first=r):
                 print(f"check-model: round {r + 1} of {rounds}, {name}", flush=True)
                 batches, _ = cell.run(spark, name)
                 checks += batch_checks(batches, name, r)
