@@ -18,9 +18,12 @@ $(UV):
 	$(PYTHON) -m venv $(BOOT)
 	$(BOOT)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-# The locked environment (.venv) from uv.lock; fast when nothing changed.
+# The locked environment (.venv) from uv.lock, and the JVM router of pkg & co. compiled
+# with the JDK's javac (src/balancebench/spark/jvm; without javac they route in Python);
+# fast when nothing changed.
 setup: $(UV)
 	$(UV) sync --frozen
+	$(UV_RUN) python -m balancebench.spark.jvm_routing build
 
 run: setup
 	$(UV_RUN) balancebench run --conf "$$CONF" $(if $(SPARK_MASTER),--spark-master "$$SPARK_MASTER")

@@ -819,6 +819,10 @@ def _measure(
         **spec.tags,
         **reaper.owner_tags(),
     }
+    if strategy.per_tuple:  # which path routed the senders' tuples, and why not the JVM
+        from balancebench.spark import jvm_routing
+
+        tags[jvm_routing.PATH_TAG] = jvm_routing.path_tag(spark)
     with (
         mlflow.start_run(
             experiment_id=experiment_id,

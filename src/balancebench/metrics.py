@@ -14,9 +14,9 @@ clock charges to a strategy, all in one currency, seconds of measured CPU:
 
 - *routing* (at the senders): the summed CPU time of the routing-stage tasks (the tasks
   that read the batch, decide every tuple's node(s) and write the exchange to the nodes;
-  a Python worker's own CPU measured inside it, since Spark's ``executorCpuTime`` sees
-  only the JVM's threads) divided by the senders (the input partitions), so a larger
-  routing table (O2) costs what its lookups cost;
+  on the per-sender strategies' Python path, a Python worker's own CPU measured inside
+  it, since Spark's ``executorCpuTime`` sees only the JVM's threads) divided by the
+  senders (the input partitions), so a larger routing table (O2) costs what its lookups cost;
 - *node service*: the max over nodes of the node's CPU time in every node stage it works
   in for the batch (the fused receive/operator/state stage; an aggregation's merge of
   split keys' partials at their home node), less what a migration's rows cost there;
@@ -408,9 +408,9 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "route_cpu_s": (
         "[per batch] summed CPU of the routing-stage tasks (read the batch, pick each tuple's "
         "node(s), write the exchange) / senders (the input partitions), seconds: their "
-        "executorCpuTime, plus for a routing loop in Python workers (pkg, dchoices, wchoices) "
-        "the workers' own process CPU, measured inside them (route_python_s), since "
-        "executorCpuTime sees only the JVM's threads."
+        "executorCpuTime, plus where pkg, dchoices or wchoices route in Python workers (no JVM "
+        "router compiled; tag per_sender_routing) the workers' own process CPU, measured "
+        "inside them (route_python_s), since executorCpuTime sees only the JVM's threads."
     ),
     "route_transfer_s": (
         "[per batch] sent_bytes / senders / network_bandwidth_mb_per_s: a sender's link time "
@@ -442,7 +442,8 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "route_python_s": (
         "[per batch] of the routing, the CPU seconds the senders' Python workers spent "
         "(process CPU measured inside the worker from its first row to its last, Arrow's "
-        "conversions included, its start-up not); 0 for routing in Spark SQL."
+        "conversions included, its start-up not); 0 for routing in Spark SQL or in the JVM "
+        "router (per_sender_routing = jvm)."
     ),
     "service_s": (
         "[per batch] time the batch occupies the replay clock: route_s + max over nodes of "

@@ -98,48 +98,112 @@ def test_bucket_map_routing_equals_numpy(spark):
     assert np.array_equal(out["node"].to_numpy(), buckets.storage_nodes(keys))
 
 
-def test_per_tuple_routing_in_spark_equals_the_library(spark):
+def _laid_out(frame, lo: int, hi: int, senders: int):
+    """Tuples ``lo..hi`` of ``frame`` over ``senders`` partitions, tuple i at sender
+    i mod senders, in arrival order (the stream's layout)."""
     from balancebench.spark.placement import partition_by_node
+
+    part = frame.where((F.col("tuple_id") >= lo) & (F.col("tuple_id") < hi))
+    part = part.withColumn("_s", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
+    placed = partition_by_node(part, senders, "_s")
+    return placed.sortWithinPartitions("tuple_id").drop("_s", "_surrogate")
+
+
+def _jvm_router_or_skip(spark) -> None:
+    import shutil
+
+    from balancebench.spark import jvm_routing
+
+    path, why = jvm_routing.routing_path(spark)
+    if path != "jvm":
+        if shutil.which("javac") is None:
+            pytest.skip(f"no JDK compiler here: {why}")
+        pytest.fail(f"javac is installed but the JVM router is not used: {why}")
+
+
+#: (strategy, settings): plain PKG, D-Choices, and W-Choices with a small sketch, small
+#: chunks and a low threshold (many heavy keys, counters evicted on ties).
+PER_SENDER_CASES = [
+    ("pkg", {}),
+    ("dchoices", {}),
+    ("wchoices", {"heavy_share": 0.02, "sketch_chunk": 100, "capacity": 20}),
+]
+#: Which path routes batch 1 and batch 2: Python, the JVM, and a switch between them (the
+#: senders' states cross from one to the other).
+PATHS = {"python": (False, False), "jvm": (None, None), "python-then-jvm": (False, None)}
+
+
+@pytest.mark.parametrize("paths", list(PATHS))
+def test_per_tuple_routing_in_spark_equals_the_library(spark, paths):
     from balancebench.spark.routers import PerTupleRouter, RouteContext
     from balancebench.strategies import get_strategy
 
+    if PATHS[paths][1] is None:
+        _jvm_router_or_skip(spark)
     # Given a Zipf stream laid out over 3 sender partitions (tuple i at sender i mod 3,
-    # in arrival order), routed by dchoices in two batches
+    # in arrival order), routed in two batches
     rng = np.random.default_rng(6)
     p = np.arange(1, 201, dtype=float) ** -1.3
     keys = rng.choice(200, 30_000, p=p / p.sum()).astype(np.int64)
     ids = np.arange(len(keys), dtype=np.int64)
     frame = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys}))
 
-    def laid_out(lo: int, hi: int, senders: int):
-        part = frame.where((F.col("tuple_id") >= lo) & (F.col("tuple_id") < hi))
-        part = part.withColumn("_s", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
-        placed = partition_by_node(part, senders, "_s")
-        return placed.sortWithinPartitions("tuple_id").drop("_s", "_surrogate")
+    for name, settings in PER_SENDER_CASES:
+        for stream_senders, own in ((3, None), (5, 3)):
+            strategy = get_strategy(name, n_nodes=8, senders=own, **settings)
+            expected = strategy.route(keys, ids % 3, {}, 8)
+            router = PerTupleRouter(strategy, 8, 0.05)
+            ctx = RouteContext(spark, AGGREGATE, 8, 1, stream_senders)
+            got = np.zeros(len(keys), dtype=np.int64)
+            python_s = []
+            for (lo, hi), jvm in zip(((0, 12_000), (12_000, len(keys))), PATHS[paths], strict=True):
+                router.jvm = jvm
+                routed = router.route(_laid_out(frame, lo, hi, stream_senders), ctx)
+                # When Spark routes the batch: partition s holds sender s's tuples in order
+                parts = routed.select("key", "node").rdd.glom().collect()
+                python_s.append(router.routing_cpu_s())
+                assert router.routes_in_python == (jvm is False)
+                assert len(parts) == 3
+                for sender, rows in enumerate(parts):
+                    mine = ids[(ids >= lo) & (ids < hi) & (ids % 3 == sender)]
+                    assert [r["key"] for r in rows] == keys[mine].tolist()
+                    got[mine] = [r["node"] for r in rows]
+            # Then every decision equals the library's on the whole stream (each sender's
+            # state carried from the first batch to the second) ...
+            assert np.array_equal(got, expected), (name, stream_senders, own, paths)
+            assert sorted(router.sender_states) == [0, 1, 2]
+            # ... and the Python workers reported the CPU they spent routing (the JVM's
+            # is in its tasks' executorCpuTime)
+            for s, jvm in zip(python_s, PATHS[paths], strict=True):
+                assert (s > 0) if jvm is False else (s == 0)
 
-    for stream_senders, own in ((3, None), (5, 3)):
-        strategy = get_strategy("dchoices", n_nodes=8, senders=own)
-        expected = strategy.route(keys, ids % 3, {}, 8)
-        router = PerTupleRouter(strategy, 8, 0.05)
-        ctx = RouteContext(spark, AGGREGATE, 8, 1, stream_senders)
-        got = np.zeros(len(keys), dtype=np.int64)
-        python_s = []
-        for lo, hi in ((0, 12_000), (12_000, len(keys))):
-            routed = router.route(laid_out(lo, hi, stream_senders), ctx)
-            # When Spark routes the batch: partition s holds sender s's tuples in order
-            parts = routed.select("key", "node").rdd.glom().collect()
-            python_s.append(router.routing_cpu_s())
-            assert len(parts) == 3
-            for sender, rows in enumerate(parts):
-                mine = ids[(ids >= lo) & (ids < hi) & (ids % 3 == sender)]
-                assert [r["key"] for r in rows] == keys[mine].tolist()
-                got[mine] = [r["node"] for r in rows]
-        # Then every decision equals the library's on the whole stream (each sender's
-        # state carried from the first batch to the second) ...
-        assert np.array_equal(got, expected), (stream_senders, own)
-        assert sorted(router.sender_states) == [0, 1, 2]
-        # ... and the Python workers reported the CPU they spent routing
-        assert all(s > 0 for s in python_s)
+
+def test_jvm_router_keeps_state_like_the_library(spark):
+    """The senders' states after a batch routed in the JVM equal the library's (load
+    vector, tuples seen, sketch), byte for byte."""
+    from balancebench.spark import jvm_routing
+    from balancebench.spark.routers import PerTupleRouter, RouteContext
+    from balancebench.strategies import get_strategy
+
+    _jvm_router_or_skip(spark)
+    # Given keys spread over the whole int64 range with a few hot ones, 2 senders
+    rng = np.random.default_rng(11)
+    keys = np.r_[rng.integers(-(2**63), 2**63 - 1, 3000, dtype=np.int64), [0, -1] * 2000]
+    keys = rng.permutation(keys)
+    ids = np.arange(len(keys), dtype=np.int64)
+    frame = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys}))
+    strategy = get_strategy("wchoices", n_nodes=5, sketch_chunk=64, capacity=8)
+    states: dict = {}
+    strategy.route(keys, ids % 2, states, 5)
+    # When the JVM routes the same tuples
+    router = PerTupleRouter(strategy, 5, 0.05)
+    router.route(_laid_out(frame, 0, len(keys), 2), RouteContext(spark, AGGREGATE, 5, 1, 2)).count()
+    router.routing_cpu_s()
+    # Then each sender's state is the library's
+    for sender in (0, 1):
+        assert jvm_routing.encode_state(sender, router.sender_states[sender]) == (
+            jvm_routing.encode_state(sender, states[sender])
+        )
 
 
 def test_counting_a_routed_batchs_partitions_runs_no_job(spark):

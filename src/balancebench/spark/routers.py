@@ -49,6 +49,7 @@ from balancebench.hashing import FRACTION_UNITS, home_nodes
 from balancebench.loads import KeyLoads
 from balancebench.operators import Operator
 from balancebench.routing_table import BucketMap, RoutingTable
+from balancebench.spark import jvm_routing
 from balancebench.spark.placement import (
     bucket_owner,
     home_node,
@@ -598,28 +599,42 @@ class SenderReports(AccumulatorParam):
 
 
 class PerTupleRouter(SparkRouter):
-    """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in arrival order
-    in a Python worker (``placement.with_per_tuple_node``, a ``mapInArrow`` over the batch's
-    sender partitions); aggregations only (the rows are the key and its node); no plan,
-    no migration.
+    """``pkg``, ``dchoices``, ``wchoices``: every sender routes its tuples in arrival order;
+    aggregations only (the rows are the key and its node); no plan, no migration.
+
+    Where ``make setup`` compiled the JVM router (``jvm_routing``), each sender's task
+    routes its partition inside the JVM (``mapPartitions``): its CPU is the routing
+    stage's ``executorCpuTime``, as for any routing in Spark SQL. Otherwise (or with
+    ``jvm=False``) a Python worker does (``placement.with_per_tuple_node``, a
+    ``mapInArrow`` over the batch's sender partitions) and measures its own process CPU
+    (``executorCpuTime`` sees the JVM's threads only). Both report each sender's new
+    state through an accumulator; :meth:`routing_cpu_s` reads it after the batch's job.
 
     The senders are the stream's (``n_senders``) unless the strategy names its own
     (``<strategy>_senders``): then the batch first goes to those senders, by ``tuple_id
-    mod senders``, through an exchange of its own (routing work). Each worker measures
-    its own process CPU for the routing (Spark's ``executorCpuTime`` sees the JVM's
-    threads only) and reports it with the sender's new state through an accumulator:
-    :meth:`routing_cpu_s` reads both after the batch's job."""
+    mod senders``, through an exchange of its own (routing work)."""
 
     routes_in_python = True
 
     def __init__(
-        self, strategy: Strategy, n_nodes: int, tolerance: float, capacity: int | None = None
+        self,
+        strategy: Strategy,
+        n_nodes: int,
+        tolerance: float,
+        capacity: int | None = None,
+        jvm: bool | None = None,
     ) -> None:
         super().__init__(strategy, n_nodes, tolerance, capacity)
         self.sender_states: dict[int, Any] = {}
         own = strategy.settings.get("senders")
         self.senders = None if own is None else int(own)
+        #: None: the JVM path where the session loads it; False: always Python.
+        self.jvm = jvm
         self._reports: Any = None
+        self._jvm_routed: Any = None
+
+    def uses_jvm(self, spark: SparkSession) -> bool:
+        return self.jvm is not False and jvm_routing.routing_path(spark)[0] == "jvm"
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
         senders = self.senders or ctx.senders
@@ -630,6 +645,12 @@ class PerTupleRouter(SparkRouter):
                 .sortWithinPartitions("tuple_id")
                 .drop("_sender", "_surrogate")
             )
+        self.routes_in_python = not self.uses_jvm(ctx.spark)
+        if not self.routes_in_python:
+            routed, self._jvm_routed = jvm_routing.route(
+                batch, self.strategy, self.sender_states, self.n_nodes
+            )
+            return _with_role(routed, STORE)
         self._reports = ctx.spark.sparkContext.accumulator({}, SenderReports())
         routed = with_per_tuple_node(
             batch, self.strategy, self.sender_states, self.n_nodes, self._reports
@@ -638,7 +659,13 @@ class PerTupleRouter(SparkRouter):
 
     def routing_cpu_s(self) -> float:
         """After the batch's job: keep each sender's new state; the CPU seconds the
-        senders' Python workers spent routing the batch."""
+        senders' Python workers spent routing the batch (0 on the JVM path: the tasks'
+        executorCpuTime holds it)."""
+        if self._jvm_routed is not None:
+            new_state = self.strategy.new_sender_state
+            self.sender_states.update(jvm_routing.collect_states(self._jvm_routed, new_state))
+            self._jvm_routed = None
+            return 0.0
         if self._reports is None:
             return 0.0
         total = 0.0

@@ -15,6 +15,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from balancebench.paths import local_dir
+from balancebench.spark import jvm_routing
 
 BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",
@@ -68,7 +69,8 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
     builder = builder.config("spark.eventLog.dir", events.as_uri())
     if master:
         builder = builder.master(master)
-    for key, value in {**BASE_CONF, **(conf or {})}.items():
+    # The per-sender router's jar (pkg & co. route in the JVM), when make setup built it.
+    for key, value in {**jvm_routing.spark_conf(), **BASE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

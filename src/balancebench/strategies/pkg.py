@@ -19,11 +19,14 @@ update of Space-Saving: a key new to a full summary starts from its minimum coun
 sender (each choice changes the sender's load vector): a loop over the tuples, compiled
 with numba (:func:`choose_nodes`; the same loop in plain Python took 0.3 us per tuple,
 as much as the whole JVM routing stage of ``hash``). The candidates and the sketch stay
-vectorised numpy.
+vectorised numpy. This is the reference: the Spark engine runs the same decisions in the
+JVM where ``make setup`` compiled them (``spark/jvm/PerSenderRouting.java``, tested
+against this module tuple for tuple) and this code in Python workers elsewhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +124,10 @@ def space_saving_merge(
         pos = np.searchsorted(keys, uk[known]) if len(keys) else np.zeros(0, np.int64)
         merged_counts[pos] += uc[known]
     if len(merged_keys) > capacity:
-        top = np.argpartition(-merged_counts, capacity - 1)[:capacity]
+        # The largest counts; among equal counts the smaller keys (a rule the JVM router,
+        # spark/jvm/PerSenderRouting.java, repeats: argpartition's choice among ties was
+        # arbitrary; the recorded decisions did not change).
+        top = np.lexsort((merged_keys, -merged_counts))[:capacity]
         merged_keys, merged_counts = merged_keys[top], merged_counts[top]
     order = np.argsort(merged_keys)
     return merged_keys[order], merged_counts[order]
@@ -168,6 +174,19 @@ def choose_nodes(
         out[i] = j
 
 
+@dataclass(frozen=True)
+class ChoiceSettings:
+    """A sender's decision rule on N nodes: ``d`` candidates of a heavy key, or every node
+    (``all_nodes``); with a sketch (``sketch_chunk`` > 0), heavy hitters are the keys whose
+    counter among ``capacity`` holds at least ``theta`` of the tuples seen."""
+
+    d: int
+    all_nodes: bool
+    theta: float = 0.0
+    capacity: int = 0
+    sketch_chunk: int = 0
+
+
 class PkgStrategy(Strategy):
     name = "pkg"
     reference = "Nasir et al., ICDE 2015 (paper 000 baseline PKG)"
@@ -199,16 +218,22 @@ class PkgStrategy(Strategy):
         called before ``state.seen`` counts the chunk."""
         return np.zeros(len(keys), dtype=bool)
 
+    def decision_settings(self, n_nodes: int) -> ChoiceSettings:
+        """How this strategy's senders decide on ``n_nodes`` nodes (one place for both
+        routing paths: :meth:`route_sender` and the JVM router)."""
+        d = min(self.n_choices(n_nodes), n_nodes)
+        return ChoiceSettings(d=d, all_nodes=d == n_nodes and d > 2)
+
     def route_sender(self, keys: np.ndarray, state: SenderState) -> np.ndarray:
         """Nodes of one sender's tuples, in arrival order; updates ``state``."""
         n_nodes = len(state.sent)
         keys = np.asarray(keys, dtype=np.int64)
-        d = min(self.n_choices(n_nodes), n_nodes)
-        all_nodes = d == n_nodes and d > 2
+        rule = self.decision_settings(n_nodes)
+        d, all_nodes = rule.d, rule.all_nodes
         cand = compiled_candidates(keys, n_nodes, 2 if all_nodes else max(d, 2))
         out = np.empty(len(keys), dtype=np.int32)
         sent = np.array(state.sent, dtype=np.int64)
-        chunk = max(int(self.settings.get("sketch_chunk", len(keys) or 1)), 1)
+        chunk = rule.sketch_chunk or max(len(keys), 1)
         for start in range(0, len(keys), chunk):
             stop = min(start + chunk, len(keys))
             heavy = np.ascontiguousarray(self.heavy(keys[start:stop], state, n_nodes), dtype=bool)
@@ -259,14 +284,22 @@ class _HeavyHitterStrategy(PkgStrategy):
         share = self.settings["heavy_share"]
         return float(share) if share is not None else 1.0 / (5 * n_nodes)
 
-    def heavy(self, keys: np.ndarray, state: SenderState, n_nodes: int) -> np.ndarray:
+    def decision_settings(self, n_nodes: int) -> ChoiceSettings:
         theta = self.theta(n_nodes)
-        capacity = self.settings["capacity"] or math.ceil(10 / theta)
+        return dataclasses.replace(
+            super().decision_settings(n_nodes),
+            theta=theta,
+            capacity=self.settings["capacity"] or math.ceil(10 / theta),
+            sketch_chunk=max(int(self.settings["sketch_chunk"]), 1),
+        )
+
+    def heavy(self, keys: np.ndarray, state: SenderState, n_nodes: int) -> np.ndarray:
+        rule = self.decision_settings(n_nodes)
         state.sketch_keys, state.sketch_counts = space_saving_merge(
-            state.sketch_keys, state.sketch_counts, keys, capacity
+            state.sketch_keys, state.sketch_counts, keys, rule.capacity
         )
         seen = state.seen + len(keys)
-        hot = state.sketch_keys[state.sketch_counts >= theta * seen]
+        hot = state.sketch_keys[state.sketch_counts >= rule.theta * seen]
         return _sorted_member(keys, hot)
 
 

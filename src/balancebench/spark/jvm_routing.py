@@ -1,0 +1,232 @@
+"""The JVM path of per-sender routing (``pkg``, ``dchoices``, ``wchoices``).
+
+The senders' decisions are sequential (each changes the sender's load vector), so Spark
+SQL cannot express them; the Python path (``placement.with_per_tuple_node``) runs them in
+a Python worker, and shipping each tuple there and back through Arrow cost about 170 ns,
+more than the decision itself. ``jvm/PerSenderRouting.java`` repeats the decisions of
+``strategies.pkg`` in a ``mapPartitions`` inside the JVM.
+
+- ``make setup`` compiles it (:func:`build`, the JDK's ``javac`` against PySpark's own
+  jars) into ``.local/jvm/balancebench-routing.jar``, with the source's SHA-256 inside;
+  nothing compiled is committed.
+- A session adds the jar (:func:`spark_conf`, or ``ADD JAR`` under ``spark-submit``)
+  when it was built from this source; :func:`routing_path` says which path a run takes
+  and why. Without ``javac``, with a
+  jar from another source, or with a JVM that cannot load the class, per-sender routing
+  runs in Python (the same decisions, tested tuple for tuple) and the run's tag
+  ``per_sender_routing`` says so.
+- The senders' states cross between the paths as bytes (:func:`encode_state`,
+  :func:`decode_state`): a run could switch paths between batches and decide the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from balancebench.paths import project_root
+
+SOURCE = Path(__file__).with_name("jvm") / "PerSenderRouting.java"
+CLASS_NAME = "balancebench.jvm.PerSenderRouting"
+#: The source's SHA-256 inside the jar: a jar from another source is never used.
+DIGEST_ENTRY = "balancebench/jvm/source.sha256"
+#: The MLflow tag saying which path a per-sender strategy's run took.
+PATH_TAG = "per_sender_routing"
+
+_checked: dict[str, tuple[str, str]] = {}
+
+
+def jar_path() -> Path:
+    """Where ``make setup`` puts the jar (beside the checkout's other local files)."""
+    return project_root() / ".local" / "jvm" / "balancebench-routing.jar"
+
+
+def source_digest() -> str:
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+
+
+def jar_problem() -> str | None:
+    """Why the jar cannot be used (None: it is there and built from this source)."""
+    jar = jar_path()
+    if not jar.exists():
+        return f"no {jar} (make setup compiles it where the JDK's javac is found)"
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            built_from = archive.read(DIGEST_ENTRY).decode().strip()
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        return f"{jar} is unreadable ({exc}); make setup rebuilds it"
+    if built_from != source_digest():
+        return f"{jar} was built from another PerSenderRouting.java; make setup rebuilds it"
+    return None
+
+
+def spark_conf() -> dict[str, str]:
+    """``spark.jars`` for a session (driver and executors) when the jar is usable."""
+    return {} if jar_problem() else {"spark.jars": str(jar_path())}
+
+
+def _pyspark_jars() -> Path:
+    spec = importlib.util.find_spec("pyspark")  # found, not imported (no JVM, no cost)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed: run make setup")
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def build(javac: str | None = None) -> str:
+    """Compile the router into :func:`jar_path` unless it is up to date; what happened.
+    Without ``javac`` the stale jar, if any, is removed (the Python path runs)."""
+    jar = jar_path()
+    if jar_problem() is None:
+        return f"per-sender routing: {jar} is up to date"
+    javac = javac or shutil.which("javac")
+    jar_tool = shutil.which("jar", path=str(Path(javac).parent)) if javac else None
+    if javac is None or jar_tool is None:
+        jar.unlink(missing_ok=True)
+        return (
+            "per-sender routing: no javac/jar found (install a JDK 17); pkg, dchoices and "
+            "wchoices will route in Python workers"
+        )
+    with tempfile.TemporaryDirectory(prefix="balancebench-jvm-") as tmp:
+        classes = Path(tmp) / "classes"
+        classes.mkdir()
+        classpath = str(_pyspark_jars() / "*")  # a javac wildcard, not a shell's
+        subprocess.run(
+            [
+                javac,
+                "--release",
+                "17",
+                "-nowarn",
+                "-cp",
+                classpath,
+                "-d",
+                str(classes),
+                str(SOURCE),
+            ],
+            check=True,
+        )
+        digest_file = classes / DIGEST_ENTRY
+        digest_file.write_text(source_digest() + "\n")
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_name(jar.name + ".tmp")
+        subprocess.run([jar_tool, "cf", str(partial), "-C", str(classes), "."], check=True)
+        partial.replace(jar)  # whole or not at all
+    return f"per-sender routing: compiled {jar}"
+
+
+def routing_path(spark: Any) -> tuple[str, str]:
+    """``("jvm", "")`` when this session's driver loads the router, else ``("python",
+    why)``; checked once per Spark application. A session started by ``spark-submit``
+    (its JVM up before :func:`spark_conf` applies) gets the jar through ``ADD JAR``,
+    which also ships it to the executors."""
+    app = spark.sparkContext.applicationId
+    if app not in _checked:
+        problem = jar_problem()
+        if problem is None and not _loads(spark):
+            jar = str(jar_path())
+            if "'" not in jar:  # a path Spark SQL's string literal can hold
+                spark.sql(f"ADD JAR '{jar}'")
+            if not _loads(spark):
+                problem = f"the session's JVM cannot load {CLASS_NAME} from {jar}"
+        _checked[app] = ("jvm", "") if problem is None else ("python", problem)
+    return _checked[app]
+
+
+def _loads(spark: Any) -> bool:
+    from py4j.java_gateway import JavaClass
+
+    found = spark.sparkContext._jvm.balancebench.jvm.PerSenderRouting
+    return isinstance(found, JavaClass)
+
+
+def path_tag(spark: Any) -> str:
+    """The :data:`PATH_TAG` value: ``jvm`` or ``python: <why>``."""
+    path, why = routing_path(spark)
+    return path if path == "jvm" else f"{path}: {why}"
+
+
+# ---- the senders' states as bytes ----------------------------------------------------------
+def encode_state(sender: int, state: Any) -> bytes:
+    """One sender's record (the layout ``PerSenderRouting.java`` documents)."""
+    sent = np.asarray(state.sent, dtype="<i8")
+    keys = np.asarray(state.sketch_keys, dtype="<i8")
+    counts = np.asarray(state.sketch_counts, dtype="<i8")
+    head = np.array([sender, len(sent)], dtype="<i4").tobytes()
+    return b"".join(
+        [
+            head,
+            np.array([state.seen], dtype="<i8").tobytes(),
+            sent.tobytes(),
+            np.array([len(keys)], dtype="<i4").tobytes(),
+            keys.tobytes(),
+            counts.tobytes(),
+        ]
+    )
+
+
+def decode_state(blob: bytes, new_state: Any) -> tuple[int, Any]:
+    """``(sender, state)`` from one record; ``new_state(n)`` makes an empty state."""
+    sender, n = (int(v) for v in np.frombuffer(blob, dtype="<i4", count=2))
+    state = new_state(n)
+    state.seen = int(np.frombuffer(blob, dtype="<i8", count=1, offset=8)[0])
+    state.sent = np.frombuffer(blob, dtype="<i8", count=n, offset=16).astype(np.int64)
+    at = 16 + 8 * n
+    m = int(np.frombuffer(blob, dtype="<i4", count=1, offset=at)[0])
+    at += 4
+    state.sketch_keys = np.frombuffer(blob, dtype="<i8", count=m, offset=at).astype(np.int64)
+    state.sketch_counts = np.frombuffer(blob, dtype="<i8", count=m, offset=at + 8 * m).astype(
+        np.int64
+    )
+    return sender, state
+
+
+def route(df: Any, strategy: Any, states: dict[int, Any], n_nodes: int) -> tuple[Any, Any]:
+    """``(key, node)`` for every tuple of ``df`` (partition ``s`` = sender ``s``'s tuples in
+    arrival order) routed in the JVM from ``states``; and the handle whose
+    :func:`collect_states` reads the senders' new states after the batch's job."""
+    from pyspark.sql import DataFrame
+
+    from balancebench.strategies.pkg import CHOICE_SALTS
+
+    rule = strategy.decision_settings(n_nodes)
+    spark = df.sparkSession
+    routed = spark.sparkContext._jvm.balancebench.jvm.PerSenderRouting.route(
+        df._jdf,
+        n_nodes,
+        rule.d,
+        rule.all_nodes,
+        rule.sketch_chunk > 0,
+        float(rule.theta),
+        int(rule.capacity),
+        int(rule.sketch_chunk),
+        np.array(CHOICE_SALTS, dtype="<i8").tobytes(),
+        b"".join(encode_state(s, st) for s, st in sorted(states.items())),
+    )
+    return DataFrame(routed.frame(), spark), routed
+
+
+def collect_states(handle: Any, new_state: Any) -> dict[int, Any]:
+    """The senders' new states the batch's tasks reported (a rerun task's repeats)."""
+    return dict(decode_state(bytes(blob), new_state) for blob in handle.reports())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m balancebench.spark.jvm_routing build`` (``make setup``)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["build"]:
+        print("usage: python -m balancebench.spark.jvm_routing build", file=sys.stderr)
+        return 2
+    print(build())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
