@@ -111,3 +111,35 @@ def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(loca
     assert "shared-0.8: round 1 (of 2-2), run 1 of at least 9: hash" in log
     assert "shared-1.2: round 2 (of 2-2), run 8 of at least 9: hash; at least about " in log
     assert "shared-1.2: rounds stopped: max_rounds (2) reached" in log
+
+
+def test_per_sender_strategies_route_in_the_jvm_under_spark_submit(local_state, tmp_path):
+    """``spark-submit`` starts the JVM before the session's settings apply: the jar gets
+    there by ``ADD JAR`` (``jvm_routing.routing_path``), and the runs say so."""
+    from balancebench import tracking
+    from balancebench.spark import jvm_routing
+
+    if jvm_routing.jar_problem() is not None:
+        pytest.skip(f"no JVM router here: {jvm_routing.jar_problem()}")
+    params = ExperimentSpec.checked(
+        {**TINY, "strategies": ["pkg", "wchoices"], "experiment": "e2e-jvm-routing"}
+    )
+    folder = generate(
+        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
+    )[0]
+    cells = tuple(
+        RunSpec(dataset_dir=str(folder), strategy=name, params=params)
+        for name in ("pkg", "wchoices")
+    )
+    group = GroupSpec("jvm", cells, RoundPolicy(1, 1), str(tmp_path / "jvm"))
+    _submit(GroupSpec.write((group,), tmp_path / "jvm.json"))
+    client = tracking.client()
+    for name in ("pkg", "wchoices"):
+        record = json.loads((tmp_path / "jvm" / f"{name}-round1.json").read_text())
+        run = client.get_run(record["run_id"])
+        # The oracle passed (the run would have failed), the routing ran in the JVM ...
+        assert run.data.metrics["oracle_passed"] == 1.0
+        assert run.data.tags[jvm_routing.PATH_TAG] == "jvm", name
+        # ... and no Python worker routed (its CPU would be counted here)
+        python_s = client.get_metric_history(record["run_id"], "batch/route_python_s")
+        assert python_s and all(m.value == 0.0 for m in python_s)
