@@ -32,6 +32,7 @@ removed once the figure is whole.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import textwrap
 import time
@@ -41,9 +42,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from balancebench.experiment import LoadedCell, report_round, report_run
+from balancebench.experiment import LoadedCell, report_round, report_run, summarize
 from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import RoundPolicy, group_verdicts, verdict_text
+from balancebench.rounds import RoundPolicy, group_verdicts, run_rounds, verdict_text
 from balancebench.schema import positive_int
 from balancebench.stats import DEFAULT_MARGIN, columns_over
 
@@ -71,6 +72,16 @@ FIGURES = (
     "imbalance_max_over_mean_mean",
     "migrated_tuples_total",
 )
+#: The figures the network enters (``network_bandwidth_mb_per_s``): also recomputed from
+#: the same runs under the CPU-only model (null bandwidth), kept as ``<figure>_cpu_only``.
+NETWORK_FIGURES = (
+    "capacity_tuples_per_s",
+    "latency_p99_s",
+    "route_s_total",
+    "migration_s_total",
+    "charged_s_total",
+)
+CPU_ONLY = "_cpu_only"
 
 
 def point_params(workload: str, skew: float, load: int, args: argparse.Namespace) -> ExperimentSpec:
@@ -103,7 +114,8 @@ def point_params(workload: str, skew: float, load: int, args: argparse.Namespace
 
 
 def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
-    """Capacity and p99 latency against load, one row of panels per (workload, skew)."""
+    """Capacity and p99 latency against load, at 1 GbE and under the CPU-only model (the
+    same runs), one row of panels per (workload, skew); one legend for the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,8 +124,15 @@ def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
     from balancebench.plotting import strategy_color, strategy_order
 
     rows = table[["workload", "zipf_s"]].drop_duplicates().values.tolist()
-    metrics = [("capacity_tuples_per_s", "capacity (tuples/s)"), ("latency_p99_s", "p99 (s)")]
-    fig, axes = plt.subplots(len(rows), 2, figsize=(11, 3.3 * len(rows)), squeeze=False)
+    metrics = [
+        ("capacity_tuples_per_s", "capacity (tuples/s), 1 GbE"),
+        ("capacity_tuples_per_s" + CPU_ONLY, "capacity (tuples/s), CPU only"),
+        ("latency_p99_s", "p99 (s), 1 GbE"),
+        ("latency_p99_s" + CPU_ONLY, "p99 (s), CPU only"),
+    ]
+    fig, axes = plt.subplots(
+        len(rows), len(metrics), figsize=(18, 3.3 * len(rows) + 0.8), squeeze=False
+    )
     for (workload, skew), line in zip(rows, axes, strict=True):
         part = table[(table["workload"] == workload) & (table["zipf_s"] == skew)]
         for ax, (metric, label) in zip(line, metrics, strict=True):
@@ -141,9 +160,10 @@ def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
             ax.set_ylabel(label)
             ax.set_title(f"{workload}, Zipf s = {skew}", fontsize=9)
             ax.grid(alpha=0.3, which="both")
-        line[0].legend(fontsize=7)
-    fig.suptitle("\n".join(textwrap.wrap(caption, 150)), fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(caption, 200)), fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -244,7 +264,13 @@ def main() -> None:
         )
         spark = get_session(f"balancebench-crossover-{k}", master="local[*]")
         cell = LoadedCell(spark, params)
-        rounds = cell.side_by_side(spark, names, policy, report_run(), report_round())
+        rounds = run_rounds(
+            names,
+            functools.partial(both_networks, spark, cell),
+            policy,
+            report_run(),
+            report_round(),
+        )
         cell.release()
         spark.stop()
         point_wall_s = time.perf_counter() - point_started
@@ -260,13 +286,24 @@ def main() -> None:
                 **settings,
                 "point_wall_s": point_wall_s,
                 **columns_over(rounds.summaries[name], FIGURES),
+                **columns_over(rounds.summaries[name], [f + CPU_ONLY for f in NETWORK_FIGURES]),
             }
             for (other, figure), v in verdicts.items():
                 if other == name:
                     row[f"{figure}_verdict"] = verdict_text(figure, v)
+            cpu_only = group_verdicts(
+                {n: dict(enumerate(map(cpu_only_figures, rounds.summaries[n]))) for n in names},
+                rounds.baseline,
+                policy,
+                exhausted=True,
+            )
+            for (other, figure), v in cpu_only.items():
+                if other == name and figure in NETWORK_FIGURES:
+                    row[f"{figure}{CPU_ONLY}_verdict"] = verdict_text(figure, v)
             point_rows.append(row)
+        kept_figures = [*FIGURES, *(f + CPU_ONLY for f in NETWORK_FIGURES)]
         new_rounds = [
-            {**where, "strategy": name, "round": r, **{f: summary[f] for f in FIGURES}}
+            {**where, "strategy": name, "round": r, **{f: summary[f] for f in kept_figures}}
             for name in names
             for r, summary in enumerate(rounds.summaries[name])
         ]
@@ -287,11 +324,26 @@ def main() -> None:
         f"Spark partitions on 2 cores, {args.batches} batches of 1 s at the load's rate, full "
         f"history; mean and Student-t 95% interval over {args.min_rounds}-{args.max_rounds} "
         f"paired rounds (rotated order, one Spark session per point); wall {wall / 60:.0f} min. "
-        "hash dashed (the reference); every batch checked by the oracle."
+        "hash dashed (the reference); every batch checked by the oracle. 1 GbE: the links "
+        "charged at 125 MB/s; CPU only: the same runs without the network "
+        "(network_bandwidth_mb_per_s null)."
     )
     draw(table, args.out / "crossover.png", caption)
     print(f"\nwrote {args.out / 'crossover.png'} and crossover.csv (wall {wall / 60:.1f} min)")
     print_reading(per_round, policy)
+
+
+def both_networks(spark: Any, cell: LoadedCell, name: str, _round: int) -> dict[str, float]:
+    """One run's summary at the point's bandwidth (1 GbE), with :data:`NETWORK_FIGURES`
+    recomputed from the same batches under the CPU-only model (``_cpu_only``)."""
+    batches, summary = cell.run(spark, name)
+    alone = summarize(batches, cell.times, cell.batch_of, cell.interval_s, None)
+    return {**summary, **{f + CPU_ONLY: alone[f] for f in NETWORK_FIGURES}}
+
+
+def cpu_only_figures(summary: dict[str, float]) -> dict[str, float]:
+    """A summary whose network figures are the CPU-only model's (for the verdicts)."""
+    return {**summary, **{f: summary[f + CPU_ONLY] for f in NETWORK_FIGURES}}
 
 
 def finished_points(path: Path, settings: dict[str, Any]) -> pd.DataFrame:
@@ -322,17 +374,19 @@ def point_verdicts(per_round: pd.DataFrame, policy: RoundPolicy) -> dict[tuple, 
 
 def print_reading(per_round: pd.DataFrame, policy: RoundPolicy) -> None:
     """Per (workload, skew, load): each strategy's capacity and p99 against hash's."""
-    print("\nverdicts against hash on the paired rounds (capacity; p99 latency)")
-    for (workload, skew, load), found in point_verdicts(per_round, policy).items():
-        names = dict.fromkeys(name for name, _ in found)
-        cells = [
-            f"{n}: {found[(n, 'capacity_tuples_per_s')].text()}; "
-            f"{found[(n, 'latency_p99_s')].text()}"
-            for n in names
-        ]
-        print(f"  {workload} s={skew} {load:>9,}:")
-        for cell in cells:
-            print(f"    {cell}")
+    cpu_only = per_round.assign(
+        **{f: per_round[f + CPU_ONLY] for f in NETWORK_FIGURES if f + CPU_ONLY in per_round}
+    )
+    for network, table in (("1 GbE", per_round), ("CPU only", cpu_only)):
+        print(f"\nverdicts against hash on the paired rounds, {network} (capacity; p99 latency)")
+        for (workload, skew, load), found in point_verdicts(table, policy).items():
+            names = dict.fromkeys(name for name, _ in found)
+            print(f"  {workload} s={skew} {load:>9,}:")
+            for n in names:
+                print(
+                    f"    {n}: {found[(n, 'capacity_tuples_per_s')].text()}; "
+                    f"{found[(n, 'latency_p99_s')].text()}"
+                )
 
 
 if __name__ == "__main__":
