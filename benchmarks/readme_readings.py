@@ -1121,10 +1121,20 @@ def _render_crossover(rounds_path: Path, settings_path: Path, command: str) -> s
         "rounds of its point (`balancebench.stats`). Capacity, then p99 latency:",
         "",
     ]
-    metrics = (
+    metrics = [
         Metric("capacity_tuples_per_s", "capacity", better=HIGHER),
         Metric("latency_p99_s", "p99 latency"),
-    )
+    ]
+    if "capacity_tuples_per_s_cpu_only" in rounds:  # the same runs without the network
+        lines[0] = lines[0].replace(
+            "Capacity, then p99 latency:",
+            "Capacity and p99 latency with the links at 1 GbE, then the same runs under the "
+            "CPU-only model (no network):",
+        )
+        metrics += [
+            Metric("capacity_tuples_per_s_cpu_only", "capacity, CPU only", better=HIGHER),
+            Metric("latency_p99_s_cpu_only", "p99 latency, CPU only"),
+        ]
     for m in metrics:
         names = [n for n in strategy_order(rounds["strategy"].unique().tolist()) if n != "hash"]
         lines += [
