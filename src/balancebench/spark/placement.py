@@ -107,6 +107,11 @@ class SlotTable:
     one, and goes home. A split key's entry points at its parts, kept contiguous in two
     small arrays of split keys only (``part_hi``, ``part_node``), read as the parts of
     :class:`RoutingTable` are: the first part whose ``hi_units`` exceeds the tuple's unit.
+    Every split key has ``parts_per_key`` slots there (a power of two; the unused ones
+    hold ``hi = FRACTION_UNITS``, never reached), so a tuple finds its part by a binary
+    search of log2(parts_per_key) array reads (a split key's tuples are the hot keys'; a
+    chain reading every part cost 72 ns a tuple at 8 parts against 29 for a key moved
+    whole, ``benchmarks/split_lookup.py``).
     The layout is a function of the table (buckets filled largest first, displacements
     tried 0, 1, 2, ... for all buckets of one size at once)."""
 
@@ -114,9 +119,10 @@ class SlotTable:
     slot_key: np.ndarray  # int64 per slot
     slot_entry: np.ndarray  # int32 per slot (see EMPTY)
     split_first: np.ndarray  # int32 per split key: its first part in part_hi/part_node
-    part_hi: np.ndarray  # int32 per part of a split key
+    part_hi: np.ndarray  # int32 per part of a split key (parts_per_key per key, padded)
     part_node: np.ndarray  # int32 per part of a split key
     max_parts: int
+    parts_per_key: int  # a power of two >= max_parts
 
     @property
     def n_buckets(self) -> int:
@@ -142,19 +148,24 @@ class SlotTable:
         slot_entry = np.full(n_slots, EMPTY, dtype=np.int32)
         slot_key[slot] = keys
         slot_entry[slot] = entry
-        parts = np.concatenate(
-            [np.arange(table.offsets[i], table.offsets[i + 1]) for i in split]
-            or [np.zeros(0, dtype=np.int64)]
-        ).astype(np.int64)
-        split_first = np.r_[0, np.cumsum(counts[split])[:-1]] if len(split) else np.zeros(0)
+        max_parts = int(counts.max()) if n_keys else 1
+        per_key = _power_of_two(max_parts)
+        # Each split key's parts, then padding up to per_key (hi past every unit).
+        part_hi = np.full((len(split), per_key), FRACTION_UNITS, dtype=np.int32)
+        part_node = np.zeros((len(split), per_key), dtype=np.int32)
+        for row, i in enumerate(split):
+            lo, hi = table.offsets[i], table.offsets[i + 1]
+            part_hi[row, : hi - lo] = table.hi_units[lo:hi]
+            part_node[row, : hi - lo] = table.nodes[lo:hi]
         return cls(
             seed=TABLE_SLOT_SALT + displacement,
             slot_key=slot_key,
             slot_entry=slot_entry,
-            split_first=split_first.astype(np.int32),
-            part_hi=table.hi_units[parts].astype(np.int32),
-            part_node=table.nodes[parts].astype(np.int32),
-            max_parts=int(counts.max()),
+            split_first=(np.arange(len(split)) * per_key).astype(np.int32),
+            part_hi=part_hi.ravel(),
+            part_node=part_node.ravel(),
+            max_parts=max_parts,
+            parts_per_key=per_key,
         )
 
     def columns(self, spark: SparkSession) -> SlotColumns:
@@ -247,16 +258,20 @@ class SlotColumns:
             "_rt_first", F.when(split, self._at("split_first", F.lit(-2) - entry))
         ).withColumn("_rt_unit", F.when(split, fraction_unit(tuple_id)))
         first, unit = F.col("_rt_first"), F.col("_rt_unit")
-        part = None
-        for j in range(self.table.max_parts):
-            at = first + F.lit(j)
-            hit = unit < self._at("part_hi", at)
-            node = self._at("part_node", at)
-            part = F.when(hit, node) if part is None else part.when(hit, node)
-        assert part is not None
+        # Binary search for the first part whose hi exceeds the unit: at each step, skip
+        # `step` parts if the last of them ends at or below the unit. A projection per
+        # step, so each step's array read happens once.
+        found = found.withColumn("_rt_pos", F.lit(0))
+        pos = F.col("_rt_pos")
+        step = self.table.parts_per_key // 2
+        while step >= 1:
+            below = self._at("part_hi", first + pos + F.lit(step - 1)) <= unit
+            found = found.withColumn("_rt_pos", pos + F.when(below, F.lit(step)).otherwise(0))
+            step //= 2
+        part = self._at("part_node", first + pos)
         node = F.when(entry == F.lit(EMPTY), home).when(entry >= 0, entry).otherwise(part)
         routed = found.withColumn(out, node)
-        return routed.drop("_rt_hash", "_rt_slot", "_rt_entry", "_rt_first", "_rt_unit")
+        return routed.drop("_rt_hash", "_rt_slot", "_rt_entry", "_rt_first", "_rt_unit", "_rt_pos")
 
 
 def bucket_owner(key: str | Column, buckets: BucketMap) -> Column:
