@@ -130,6 +130,8 @@ def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
         ("latency_p99_s", "p99 (s), 1 GbE"),
         ("latency_p99_s" + CPU_ONLY, "p99 (s), CPU only"),
     ]
+    # Points recorded before the CPU-only columns existed (--resume) have none to draw.
+    metrics = [m for m in metrics if f"{m[0]}_mean" in table]
     fig, axes = plt.subplots(
         len(rows), len(metrics), figsize=(18, 3.3 * len(rows) + 0.8), squeeze=False
     )
@@ -374,10 +376,14 @@ def point_verdicts(per_round: pd.DataFrame, policy: RoundPolicy) -> dict[tuple, 
 
 def print_reading(per_round: pd.DataFrame, policy: RoundPolicy) -> None:
     """Per (workload, skew, load): each strategy's capacity and p99 against hash's."""
-    cpu_only = per_round.assign(
-        **{f: per_round[f + CPU_ONLY] for f in NETWORK_FIGURES if f + CPU_ONLY in per_round}
-    )
-    for network, table in (("1 GbE", per_round), ("CPU only", cpu_only)):
+    tables = [("1 GbE", per_round)]
+    columns = [f + CPU_ONLY for f in NETWORK_FIGURES]
+    if set(columns) <= set(per_round):  # points recorded before them (--resume) have none
+        known = per_round.dropna(subset=columns)
+        tables.append(
+            ("CPU only", known.assign(**{f: known[f + CPU_ONLY] for f in NETWORK_FIGURES}))
+        )
+    for network, table in tables:
         print(f"\nverdicts against hash on the paired rounds, {network} (capacity; p99 latency)")
         for (workload, skew, load), found in point_verdicts(table, policy).items():
             names = dict.fromkeys(name for name, _ in found)

@@ -135,7 +135,7 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
     names = ["hash", "pkg", "wchoices", *forced]
     runs = fixed_rounds(names, args.rounds, one)
     cell.release()
-    path = jvm_routing.path_tag(spark)
+    path = jvm_routing.path_tag(spark, get_strategy("wchoices", n_nodes=n), n)
     base = [r[0] for r in runs["hash"]]
     print(
         f"\n[routing] CPU per tuple routed, 4 batches of {args.routing_tuples:,} tuples; "

@@ -81,3 +81,11 @@ def test_states_cross_between_the_paths_unchanged():
     empty = get_strategy("pkg").new_sender_state(3)
     _, back = jvm_routing.decode_state(jvm_routing.encode_state(0, empty), lambda n: empty)
     assert back.seen == 0 and back.sent.tolist() == [0, 0, 0] and len(back.sketch_keys) == 0
+
+
+def test_a_sketch_too_large_for_the_jvm_router_routes_in_python():
+    # A threshold so small that the sketch would hold more counters than a Java int
+    wide = get_strategy("wchoices", n_nodes=4, heavy_share=1e-12)
+    path, why = jvm_routing.path_for(None, wide, 4)  # decided before any session is asked
+    assert path == "python" and "capacity or sketch_chunk above" in why
+    assert jvm_routing.path_tag(None, wide, 4).startswith("python: capacity")

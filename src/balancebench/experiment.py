@@ -822,7 +822,7 @@ def _measure(
     if strategy.per_tuple:  # which path routed the senders' tuples, and why not the JVM
         from balancebench.spark import jvm_routing
 
-        tags[jvm_routing.PATH_TAG] = jvm_routing.path_tag(spark)
+        tags[jvm_routing.PATH_TAG] = jvm_routing.path_tag(spark, strategy, params.n_nodes)
     with (
         mlflow.start_run(
             experiment_id=experiment_id,

@@ -408,9 +408,10 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "route_cpu_s": (
         "[per batch] summed CPU of the routing-stage tasks (read the batch, pick each tuple's "
         "node(s), write the exchange) / senders (the input partitions), seconds: their "
-        "executorCpuTime, plus where pkg, dchoices or wchoices route in Python workers (no JVM "
-        "router compiled; tag per_sender_routing) the workers' own process CPU, measured "
-        "inside them (route_python_s), since executorCpuTime sees only the JVM's threads."
+        "executorCpuTime, plus where pkg, dchoices or wchoices route in Python workers (the "
+        "JVM router not available; tag per_sender_routing says why) the workers' own process "
+        "CPU, measured inside them (route_python_s), since executorCpuTime sees only the JVM's "
+        "threads."
     ),
     "route_transfer_s": (
         "[per batch] sent_bytes / senders / network_bandwidth_mb_per_s: a sender's link time "

@@ -11,7 +11,8 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   later per-node computation reads that partitioning without another shuffle.
 - **One main job per batch.** The strategy's :class:`~balancebench.spark.routers.SparkRouter`
   gives every tuple its node(s) and role (store / probe / both) as Spark SQL expressions,
-  broadcast tables or, for per-sender strategies, a compiled loop in a Python worker.
+  broadcast tables or, for per-sender strategies, a loop over each sender's tuples in
+  its task (in the JVM, or in a Python worker where the JVM router is not available).
   The routed rows cross one exchange (the senders' map stage writes it), and each node's
   task then does everything the node does for the batch in one pass over its partition:
   it receives the rows, runs the operator, and updates its state, keeping its new rows

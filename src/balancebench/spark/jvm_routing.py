@@ -147,9 +147,22 @@ def _loads(spark: Any) -> bool:
     return isinstance(found, JavaClass)
 
 
-def path_tag(spark: Any) -> str:
+#: The JVM router takes its counts as Java ints.
+JAVA_INT_MAX = 2**31 - 1
+
+
+def path_for(spark: Any, strategy: Any, n_nodes: int) -> tuple[str, str]:
+    """:func:`routing_path` for ``strategy`` on ``n_nodes`` nodes: also Python where its
+    settings exceed what the JVM router takes (a sketch of more than 2^31 counters)."""
+    rule = strategy.decision_settings(n_nodes)
+    if max(rule.capacity, rule.sketch_chunk) > JAVA_INT_MAX:
+        return "python", f"capacity or sketch_chunk above {JAVA_INT_MAX}, the JVM router's limit"
+    return routing_path(spark)
+
+
+def path_tag(spark: Any, strategy: Any, n_nodes: int) -> str:
     """The :data:`PATH_TAG` value: ``jvm`` or ``python: <why>``."""
-    path, why = routing_path(spark)
+    path, why = path_for(spark, strategy, n_nodes)
     return path if path == "jvm" else f"{path}: {why}"
 
 

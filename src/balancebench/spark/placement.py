@@ -233,7 +233,7 @@ class SlotColumns:
     def route(self, df: DataFrame, key: str, tuple_id: str, n_nodes: int, out: str) -> DataFrame:
         """``df`` plus column ``out``, the node of each tuple. One projection per value
         (``hash(key)``, the slot, the key's entry, a split key's first part and the
-        tuple's unit, the node), so each is computed once
+        tuple's unit, each step of the search of its parts, the node), so each is computed once
         per tuple: Spark does not merge a projection into the next where that would
         compute a costly value twice (measured: with the slot's hash written twice in
         one expression, the lookup cost 2.5x as much)."""

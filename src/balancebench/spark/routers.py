@@ -634,7 +634,8 @@ class PerTupleRouter(SparkRouter):
         self._jvm_routed: Any = None
 
     def uses_jvm(self, spark: SparkSession) -> bool:
-        return self.jvm is not False and jvm_routing.routing_path(spark)[0] == "jvm"
+        path = jvm_routing.path_for(spark, self.strategy, self.n_nodes)[0]
+        return self.jvm is not False and path == "jvm"
 
     def route(self, batch: DataFrame, ctx: RouteContext) -> DataFrame:
         senders = self.senders or ctx.senders
