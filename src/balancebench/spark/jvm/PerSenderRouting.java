@@ -210,7 +210,7 @@ public final class PerSenderRouting {
           floor = Math.min(floor, sketchCounts[i]);
         }
       }
-      if (fresh.capacity() < 2 * length) {
+      if (freshKeys.length < length) {
         fresh = new LongIndex(length);
         freshKeys = new long[length];
         freshCounts = new long[length];
@@ -234,7 +234,7 @@ public final class PerSenderRouting {
         }
         freshCounts[q]++;
       }
-      if (added == 0) {
+      if (added == 0 && size <= capacity) {
         return;
       }
       int total = size + added;
@@ -488,8 +488,10 @@ public final class PerSenderRouting {
       private final Iterator<InternalRow> rows;
       private final UnsafeRowWriter writer = new UnsafeRowWriter(2);
       private final SenderState state;
-      private final long[] keys = new long[chunk];
-      private final int[] nodes = new int[chunk];
+      // Grown up to `chunk` as a partition's tuples arrive (a chunk may be far larger
+      // than a partition).
+      private long[] keys = new long[Math.min(chunk, 4096)];
+      private int[] nodes = new int[keys.length];
       private int length = 0;
       private int next = 0;
       private boolean reported = false;
@@ -507,6 +509,10 @@ public final class PerSenderRouting {
         length = 0;
         next = 0;
         while (length < chunk && rows.hasNext()) {
+          if (length == keys.length) {
+            keys = Arrays.copyOf(keys, (int) Math.min(chunk, 2L * keys.length));
+            nodes = new int[keys.length];
+          }
           keys[length++] = rows.next().getLong(0);
         }
         if (length == 0) {
