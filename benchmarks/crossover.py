@@ -278,6 +278,12 @@ def main() -> None:
         point_wall_s = time.perf_counter() - point_started
         where = {"workload": workload, "zipf_s": skew, "load_per_node": load}
         verdicts = rounds.verdicts()
+        cpu_only = group_verdicts(
+            {n: dict(enumerate(map(cpu_only_figures, rounds.summaries[n]))) for n in names},
+            rounds.baseline,
+            policy,
+            exhausted=True,
+        )
         point_rows = []
         for name in names:
             row = {
@@ -293,12 +299,6 @@ def main() -> None:
             for (other, figure), v in verdicts.items():
                 if other == name:
                     row[f"{figure}_verdict"] = verdict_text(figure, v)
-            cpu_only = group_verdicts(
-                {n: dict(enumerate(map(cpu_only_figures, rounds.summaries[n]))) for n in names},
-                rounds.baseline,
-                policy,
-                exhausted=True,
-            )
             for (other, figure), v in cpu_only.items():
                 if other == name and figure in NETWORK_FIGURES:
                     row[f"{figure}{CPU_ONLY}_verdict"] = verdict_text(figure, v)

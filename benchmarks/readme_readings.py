@@ -1140,44 +1140,32 @@ def _render_crossover(rounds_path: Path, settings_path: Path, command: str) -> s
             rows.append(f"| {workload} | {skew:g} | {int(load):,} | " + " | ".join(cells) + " |")
         return rows
 
-    for m in metrics:
-        lines += [
-            f"{m.words}:",
-            "",
-            "| workload | s | tuples per node and batch | "
-            + " | ".join(f"`{n}`" for n in names)
-            + " |",
-            "|---|---:|---:|" + "---|" * len(names),
-            *table(m),
-            "",
-        ]
+    def section(words: str, rows: list[str]) -> list[str]:
+        header = "| workload | s | tuples per node and batch | "
+        header += " | ".join(f"`{n}`" for n in names) + " |"
+        return [f"{words}:", "", header, "|---|---:|---:|" + "---|" * len(names), *rows, ""]
+
+    tables = [table(m) for m in metrics]
+    for m, rows in zip(metrics, tables, strict=True):
+        lines += section(m.words, rows)
     if "capacity_tuples_per_s_cpu_only" in rounds:  # the same runs without the network
         cpu_only = [replace(m, column=m.column + "_cpu_only") for m in metrics]
-        same = all(table(a) == table(b) for a, b in zip(metrics, cpu_only, strict=True))
+        cpu_tables = [table(m) for m in cpu_only]
         differ = int(
             (rounds["capacity_tuples_per_s"] != rounds["capacity_tuples_per_s_cpu_only"]).sum()
         )
         lines[0] = lines[0].replace(
             "Capacity, then p99 latency:", "Capacity, then p99 latency, with the links at 1 GbE:"
         )
-        if same:
+        if cpu_tables == tables:
             lines += [
                 f"Under the CPU-only model (the same runs, no network) every verdict above is "
                 f"the same: the capacity of {differ} of {len(rounds)} runs differs from it.",
                 "",
             ]
         else:
-            for m in cpu_only:
-                lines += [
-                    f"{m.words}, CPU only (the same runs, no network):",
-                    "",
-                    "| workload | s | tuples per node and batch | "
-                    + " | ".join(f"`{n}`" for n in names)
-                    + " |",
-                    "|---|---:|---:|" + "---|" * len(names),
-                    *table(m),
-                    "",
-                ]
+            for m, rows in zip(cpu_only, cpu_tables, strict=True):
+                lines += section(f"{m.words}, CPU only (the same runs, no network)", rows)
     return "\n".join(lines)
 
 
