@@ -9,10 +9,13 @@ import pytest
 
 from balancebench.hashing import home_nodes, murmur3_hash_long
 from balancebench.routing_table import RoutingTable
+from balancebench.spark import placement
 from balancebench.spark.placement import (
     EMPTY,
+    KEYS_PER_BUCKET,
     SlotTable,
     _salted_key_hash,
+    key_buckets,
 )
 
 
@@ -29,7 +32,7 @@ def _colliding_pair() -> np.ndarray:
 
 def _lookup(table: SlotTable, keys: np.ndarray) -> np.ndarray:
     """Each key's entry, read as the Spark expression reads it."""
-    bucket = murmur3_hash_long(keys).astype(np.int64) & (table.n_buckets - 1)
+    bucket = key_buckets(murmur3_hash_long(keys), table.n_buckets)
     slot = _salted_key_hash(keys, table.seed[bucket]) & (table.n_slots - 1)
     return np.where(table.slot_key[slot] == keys, table.slot_entry[slot], EMPTY)
 
@@ -72,3 +75,36 @@ def test_the_layout_is_a_function_of_the_table():
     a, b = SlotTable.of(table), SlotTable.of(table)
     assert np.array_equal(a.slot_key, b.slot_key)
     assert np.array_equal(a.seed, b.seed)
+
+
+def _found_whole(table: RoutingTable, slots: SlotTable) -> bool:
+    return np.array_equal(_lookup(slots, table.keys), table.nodes[table.offsets[:-1]])
+
+
+@pytest.mark.parametrize(("n_nodes", "n_keys"), [(8, 631), (8, 5_000), (12, 631), (12, 5_000)])
+def test_a_table_of_one_overloaded_nodes_keys_is_laid_out(n_nodes, n_keys):
+    """A planner moves the keys of its overloaded nodes, so a table's keys share
+    ``pmod(hash(key), N)``. Buckets taken from the hash's low bits then piled up (qmmp's
+    table at TOPK s = 0.8, N = 8: 631 keys of node 3, 15-37 per used bucket) and the build
+    failed; 631 keys of node 3 among 0..4692 is that table's shape."""
+    keys = np.arange(200_000, dtype=np.int64)
+    keys = keys[home_nodes(keys, n_nodes) == 3][:n_keys]
+    table = RoutingTable.from_parts(keys, np.zeros(n_keys, np.int32), np.ones(n_keys), n_nodes)
+    slots = SlotTable.of(table)
+    assert _found_whole(table, slots)
+    sizes = np.bincount(key_buckets(murmur3_hash_long(keys), slots.n_buckets))
+    assert sizes.max() <= 4 * KEYS_PER_BUCKET  # even buckets, not a few full ones
+    assert slots.n_slots <= 3 * len(table) + 2  # the first layout held
+
+
+def test_a_layout_that_finds_no_displacement_doubles_its_slots(monkeypatch):
+    keys = np.arange(3_000, dtype=np.int64) * 7
+    table = RoutingTable.from_parts(keys, np.ones(len(keys), np.int32), np.ones(len(keys)), 4)
+    first = SlotTable.of(table)
+    monkeypatch.setattr(placement, "DISPLACEMENTS_TRIED", 8)
+    doubled = SlotTable.of(table)
+    assert doubled.n_slots > first.n_slots
+    assert _found_whole(table, doubled)
+    monkeypatch.setattr(placement, "LAYOUTS_TRIED", 1)
+    with pytest.raises(RuntimeError, match=f"{len(table)} keys found no slot layout"):
+        SlotTable.of(table)

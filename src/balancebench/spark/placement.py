@@ -76,10 +76,28 @@ EMPTY = -1
 #: are a bit mask of a hash, not a division.
 KEYS_PER_BUCKET = 3
 SLOTS_PER_KEY = 1.5
+#: Displacements tried for one bucket size before the table is laid out again with twice
+#: the buckets and slots (a few tries suffice when the buckets are even; see ``_displace``).
+DISPLACEMENTS_TRIED = 1 << 12
+#: Layouts tried (each doubling the buckets and slots) before giving up.
+LAYOUTS_TRIED = 6
 
 
 def _power_of_two(at_least: float) -> int:
     return 1 << max(0, math.ceil(at_least) - 1).bit_length()
+
+
+def key_buckets(key_hash: np.ndarray, n_buckets: int) -> np.ndarray:
+    """Each key's bucket (int64) from its ``hash(key)``: the hash's TOP ``log2(n_buckets)``
+    bits. Not its low bits: ``F(k) = pmod(hash(key), N)`` takes a power-of-two N's node
+    from the low bits, and a planner's table holds the keys of a few overloaded nodes, so
+    buckets taken from the low bits left most buckets empty and piled 15-37 keys in the
+    others (qmmp at TOPK s = 0.8, N = 8: all 631 keys from node 3, in 32 of 256 buckets),
+    which no displacement could place."""
+    bits = n_buckets.bit_length() - 1
+    if bits == 0:
+        return np.zeros(len(key_hash), dtype=np.int64)
+    return (np.asarray(key_hash).astype(np.uint32) >> np.uint32(32 - bits)).astype(np.int64)
 
 
 def _salted_key_hash(keys: np.ndarray, salt: np.ndarray | int) -> np.ndarray:
@@ -96,8 +114,9 @@ class SlotTable:
     """A routing table as a hash table that a Spark expression reads in O(1).
 
     Hash and displace (Belazzougui, Botelho and Dietzfelbinger, "Hash, displace, and
-    compress", ESA 2009, without the compression): each key falls in bucket
-    ``hash(key) & (n_buckets - 1)`` (the hash ``F(k)`` takes its node from); each bucket
+    compress", ESA 2009, without the compression): each key falls in the bucket of the
+    top bits of ``hash(key)`` (the hash ``F(k)`` takes its node from, so computed once;
+    :func:`key_buckets`); each bucket
     has a displacement ``d`` chosen on the driver so that its keys' slots
     ``hash(seed, key) & (n_slots - 1)``, ``seed = TABLE_SLOT_SALT + d``, are free and
     distinct. A lookup
@@ -113,7 +132,9 @@ class SlotTable:
     chain reading every part cost 72 ns a tuple at 8 parts against 29 for a key moved
     whole, ``benchmarks/split_lookup.py``).
     The layout is a function of the table (buckets filled largest first, displacements
-    tried 0, 1, 2, ... for all buckets of one size at once)."""
+    tried 0, 1, 2, ... for all buckets of one size at once; where a bucket size finds no
+    displacement in ``DISPLACEMENTS_TRIED``, the layout starts again with twice the
+    buckets and slots)."""
 
     seed: np.ndarray  # int64 per bucket: TABLE_SLOT_SALT + its displacement
     slot_key: np.ndarray  # int64 per slot
@@ -136,10 +157,21 @@ class SlotTable:
     def of(cls, table: RoutingTable) -> SlotTable:
         keys = np.asarray(table.keys, dtype=np.int64)
         n_keys = len(keys)
+        key_hash = murmur3_hash_long(keys)
         n_buckets = _power_of_two(n_keys / KEYS_PER_BUCKET)
         n_slots = _power_of_two(max(2.0, n_keys * SLOTS_PER_KEY))
-        bucket = murmur3_hash_long(keys).astype(np.int64) & (n_buckets - 1)
-        displacement, slot = _displace(keys, bucket, n_buckets, n_slots)
+        for _ in range(LAYOUTS_TRIED):
+            bucket = key_buckets(key_hash, n_buckets)
+            placed = _displace(keys, bucket, n_buckets, n_slots)
+            if placed is not None:
+                break
+            n_buckets, n_slots = 2 * n_buckets, 2 * n_slots
+        else:
+            raise RuntimeError(
+                f"the routing table's {n_keys} keys found no slot layout in {LAYOUTS_TRIED} "
+                f"tries (the last: {n_buckets // 2} buckets, {n_slots // 2} slots)"
+            )
+        displacement, slot = placed
         counts = np.diff(table.offsets)
         split = np.flatnonzero(counts > 1)
         entry = np.where(counts == 1, table.nodes[table.offsets[:-1]], 0).astype(np.int64)
@@ -193,15 +225,16 @@ class SlotTable:
 
 def _displace(
     keys: np.ndarray, bucket: np.ndarray, n_buckets: int, n_slots: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each bucket's displacement and each key's slot (see :class:`SlotTable`)."""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each bucket's displacement and each key's slot (see :class:`SlotTable`), or None
+    where a bucket size finds no displacement in ``DISPLACEMENTS_TRIED``."""
     displacement = np.zeros(n_buckets, dtype=np.int64)
     slot = np.full(len(keys), -1, dtype=np.int64)
     taken = np.zeros(n_slots, dtype=bool)
     sizes = np.bincount(bucket, minlength=n_buckets)
     for size in np.unique(sizes[sizes > 0])[::-1]:
         waiting = np.flatnonzero(sizes[bucket] == size)  # keys of the buckets of this size
-        for d in range(1 << 20):
+        for d in range(DISPLACEMENTS_TRIED):
             if len(waiting) == 0:
                 break
             tried = _salted_key_hash(keys[waiting], TABLE_SLOT_SALT + d) & (n_slots - 1)
@@ -214,8 +247,8 @@ def _displace(
             taken[tried[placed]] = True
             displacement[bucket[waiting[placed]]] = d
             waiting = waiting[~placed]
-        else:
-            raise RuntimeError(f"no displacement places {len(waiting)} keys in {n_slots} slots")
+        if len(waiting):
+            return None
     return displacement, slot
 
 
@@ -240,7 +273,9 @@ class SlotColumns:
         k = F.col(key)
         found = df.withColumn("_rt_hash", F.hash(k))
         key_hash = F.col("_rt_hash")
-        seed = self._at("seed", key_hash.bitwiseAND(F.lit(self.table.n_buckets - 1)))
+        bits = self.table.n_buckets.bit_length() - 1
+        bucket = F.shiftrightunsigned(key_hash, 32 - bits) if bits else F.lit(0)
+        seed = self._at("seed", bucket)
         slot = F.hash(seed, k).bitwiseAND(F.lit(self.table.n_slots - 1))
         found = found.withColumn("_rt_slot", slot)
         slot = F.col("_rt_slot")
