@@ -1,7 +1,9 @@
 """What a split key's tuple costs the routing-table lookup (issue 44): CPU per tuple of
 ``placement.with_storage_node`` against ``F(k)`` alone, on a Spark range of 16M tuples
-over 10 keys, 6 of them in the table and split 8 ways (60% of the tuples take the split
-path), and the same table with the 6 keys moved whole. One local core, the best of 6
+over 10 keys, 6 of them in the table and split 2, 4 and 8 ways (60% of the tuples take
+the split path: 1, 2 and 3 steps of the parts' binary search), the same table with the 6
+keys moved whole, and F(k) plus the split path's unit hash (``fraction_unit``) with no
+table, so the split path's cost is traced to its parts. One local core, the best of 6
 timed runs of each plan (built once: the driver's table building is not timed),
 machine otherwise idle; the wall of a one-core job, so a plan's fixed cost (about
 10-30 ms of planning and task launch) is in it, 1-2 ns per tuple at this size.
@@ -18,11 +20,19 @@ from pyspark.sql import functions as F
 
 from balancebench.hashing import home_nodes
 from balancebench.routing_table import RoutingTable
-from balancebench.spark.placement import home_node, with_storage_node
+from balancebench.spark.placement import fraction_unit, home_node, with_storage_node
 from balancebench.spark.session import get_session
 
 TUPLES = 16_000_000
 NODES = 8
+
+
+def _split(keys: np.ndarray, ways: int) -> RoutingTable:
+    """``keys`` each split over nodes ``0 .. ways - 1`` in equal shares."""
+    n = len(keys)
+    return RoutingTable.from_parts(
+        np.repeat(keys, ways), np.tile(np.arange(ways), n), np.ones(n * ways), NODES
+    )
 
 
 def main() -> None:
@@ -31,14 +41,20 @@ def main() -> None:
         (F.col("id") % 10).alias("key"), F.col("id").alias("tuple_id")
     )
     keys = np.arange(6, dtype=np.int64)
-    split = RoutingTable.from_parts(
-        np.repeat(keys, NODES), np.tile(np.arange(NODES), 6), np.ones(6 * NODES), NODES
-    )
     whole = RoutingTable.from_parts(keys, (home_nodes(keys, NODES) + 1) % NODES, np.ones(6), NODES)
+    unit = fraction_unit("tuple_id")
     variants = {
         "F(k) alone": base.withColumn("node", home_node("key", NODES)),
+        # The split path's own parts: the tuple's unit hash alone (no table), then 1, 2
+        # and 3 steps of the parts' binary search (2, 4, 8 ways).
+        "F(k) + unit hash": base.withColumn(
+            "node", home_node("key", NODES) + unit.bitwiseAND(F.lit(1))
+        ),
         "6 keys moved whole": with_storage_node(spark, base, whole),
-        "6 keys split 8 ways": with_storage_node(spark, base, split),
+        **{
+            f"6 keys split {ways} ways": with_storage_node(spark, base, _split(keys, ways))
+            for ways in (2, 4, 8)
+        },
     }
     totals = {name: df.agg(F.sum("node")) for name, df in variants.items()}
     best = {name: float("inf") for name in variants}

@@ -43,9 +43,12 @@ def home_node(key: str | Column, n_nodes: int) -> Column:
 
 
 def fraction_unit(tuple_id: str) -> Column:
-    """``pmod(hash(tuple_id, SALT), 2^20)``, equal to ``hashing.fraction_units``."""
+    """``pmod(hash(tuple_id, SALT), 2^20)``, equal to ``hashing.fraction_units``, as the
+    hash's low 20 bits (equal for every int32 in two's complement): ``pmod`` takes two
+    integer divisions, and with them the unit cost 20 ns a tuple against F(k)'s 9
+    (``benchmarks/split_lookup.py``)."""
     salted = F.hash(F.col(tuple_id), F.lit(TUPLE_HASH_SALT).cast("bigint"))
-    return F.pmod(salted, F.lit(FRACTION_UNITS)).cast("bigint")
+    return salted.bitwiseAND(F.lit(FRACTION_UNITS - 1)).cast("bigint")
 
 
 def with_storage_node(
