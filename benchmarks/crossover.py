@@ -363,7 +363,7 @@ def finished_points(path: Path, settings: dict[str, Any]) -> pd.DataFrame:
 
 def point_verdicts(per_round: pd.DataFrame, policy: RoundPolicy) -> dict[tuple, dict]:
     """Per point (workload, skew, load): every strategy's verdicts against hash, from the
-    rounds table (what the README's crossover reading is rendered from)."""
+    rounds table (what the crossover reading in docs/results/crossover.md is rendered from)."""
     out = {}
     for point, part in per_round.groupby(["workload", "zipf_s", "load_per_node"]):
         rounds = {

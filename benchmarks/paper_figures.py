@@ -14,12 +14,12 @@ per round), with a share of ``--minutes`` as the figure's budget for rounds beyo
 minimum. The figure, its table, its ``.components.csv`` (routing, node service,
 migration, plan, imbalance per strategy and x, mean and interval: what a "not
 reproduced" is traced to) and its ``.rounds.csv`` (every round's figures: what the
-README's verdicts are computed from) are copied to ``docs/figures/``. Each model
+docs' readings are computed from) are copied to ``docs/figures/``. Each model
 experiment is one ``balancebench run-model --conf ...`` (its CONF is below), with its
 figure, summary table (mean and Student-t 95% interval per metric) and
 ``.repetitions.csv`` (every repetition's metrics; repetition r of every strategy shares
 its seed, so they pair). Every figure's wall time and rounds go to
-``docs/data/paper_figures.csv`` (one row per figure, the latest run), which the README's
+``docs/data/paper_figures.csv`` (one row per figure, the latest run), which the docs'
 readings quote.
 """
 

@@ -24,7 +24,7 @@ The schemes run in paired, rotated rounds at each ``N`` (``balancebench.rounds``
 ``--rounds`` of them; a cell's first run pays the JVM's warm-up on the new data), every
 share and figure printed is the median over the rounds, and the table carries the mean
 and Student-t 95% interval of the capacity and the CPU; the rounds themselves go to
-``paper001-fig6-7.rounds.csv`` (the README's verdicts on the paired rounds are computed
+``paper001-fig6-7.rounds.csv`` (the docs' verdicts on the paired rounds are computed
 from it).
 
 The figure and its tables go to ``docs/figures/paper001-fig6-7.png`` / ``.csv`` /

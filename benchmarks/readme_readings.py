@@ -1,23 +1,23 @@
-"""The README's figure readings, recomputed from the committed tables.
+"""The figure readings of the README and the docs site, recomputed from the committed tables.
 
     uv run python benchmarks/readme_readings.py           # check (make test runs it)
     uv run python benchmarks/readme_readings.py --write   # rewrite the blocks
 
-Every figure reading of the README is a block between ``<!-- reading: NAME -->`` and
-``<!-- /reading -->`` whose text this script writes from ``docs/figures/*.csv`` and
-``docs/data/*.csv`` alone: where the numbers come from, how many rounds they are, the
-table (mean and Student-t 95% interval over the rounds), the paper's claims judged one by
-one, and what the figure is made of. Every comparison is a verdict of the one statistics
-function (:func:`balancebench.stats.verdict`) on the figure's rounds
-(``<figure>.rounds.csv``; a model's ``<figure>.repetitions.csv``): two strategies at the
-same point on their paired rounds (a model's repetitions share their seed at every
-point, so they pair across points too), two points of one strategy otherwise on their
-rounds unpaired; at the per-look level of the rounds' stopping rule where rounds were
-added until decided. A claim is reproduced where the verdict says so ("X% faster
-[lo, hi]"), not reproduced where it says the opposite or "equivalent within ±m%", and
-"no clear difference" otherwise. The check fails, naming the block, when the README's
-text differs from what the tables give (a number edited by hand, or a table re-made
-without its reading).
+Every figure reading (in ``README.md`` and the pages under ``docs/``) is a block between
+``<!-- reading: NAME -->`` and ``<!-- /reading -->`` whose text this script writes from
+``docs/figures/*.csv`` and ``docs/data/*.csv`` alone: where the numbers come from, how
+many rounds they are, the table (mean and Student-t 95% interval over the rounds), the
+paper's claims judged one by one, and what the figure is made of. Every comparison is a
+verdict of the one statistics function (:func:`balancebench.stats.verdict`) on the
+figure's rounds (``<figure>.rounds.csv``; a model's ``<figure>.repetitions.csv``): two
+strategies at the same point on their paired rounds (a model's repetitions share their
+seed at every point, so they pair across points too), two points of one strategy
+otherwise on their rounds unpaired; at the per-look level of the rounds' stopping rule
+where rounds were added until decided. A claim is reproduced where the verdict says so
+("X% faster [lo, hi]"), not reproduced where it says the opposite or "equivalent within
+±m%", and "no clear difference" otherwise. Each block appears in exactly one page. The
+check fails, naming the block, when a page's text differs from what the tables give (a
+number edited by hand, or a table re-made without its reading).
 """
 
 from __future__ import annotations
@@ -48,6 +48,25 @@ from balancebench.stats import (
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def pages() -> list[Path]:
+    """The files that may hold reading blocks: the README and the docs site's pages (not
+    its build or its generated reference)."""
+    site = [
+        p
+        for p in sorted(DOCS.rglob("*.md"))
+        if "_build" not in p.parts and "generated" not in p.parts
+    ]
+    return [README, *site]
+
+
+def all_text() -> str:
+    """Every page's text, one after another (a block never spans two pages)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages())
+
+
 FIGURES = ROOT / "docs" / "figures"
 TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
 BLOCK = re.compile(r"(<!-- reading: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /reading -->)", re.S)
@@ -1218,9 +1237,13 @@ def check(text: str) -> list[str]:
         if body is None:
             problems.append(f"{name}: {why}")
         elif match["body"] != body:
-            problems.append(f"{name}: the README's text is not what {source} gives")
+            problems.append(f"{name}: the page's text is not what {source} gives")
+    names = [m["name"] for m in BLOCK.finditer(text)]
+    problems += [f"{name}: more than one block" for name in sorted(seen) if names.count(name) > 1]
     problems += [
-        f"{name}: no block in the README" for name in [*READINGS, *OTHER_BLOCKS] if name not in seen
+        f"{name}: no block in the README or docs/"
+        for name in [*READINGS, *OTHER_BLOCKS]
+        if name not in seen
     ]
     return problems
 
@@ -1238,18 +1261,21 @@ def write(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the README's blocks")
+    parser.add_argument("--write", action="store_true", help="rewrite the pages' blocks")
     args = parser.parse_args()
-    text = README.read_text(encoding="utf-8")
     if args.write:
-        README.write_text(write(text), encoding="utf-8")
-    problems = check(README.read_text(encoding="utf-8"))
+        for page in pages():
+            text = page.read_text(encoding="utf-8")
+            written = write(text)
+            if written != text:
+                page.write_text(written, encoding="utf-8")
+    problems = check(all_text())
     for problem in problems:
-        print(f"README reading {problem}", file=sys.stderr)
+        print(f"reading {problem}", file=sys.stderr)
     if problems:
         print("fix: uv run python benchmarks/readme_readings.py --write", file=sys.stderr)
         sys.exit(1)
-    print(f"README readings: {len(READINGS)} blocks match their tables")
+    print(f"readings: {len(READINGS) + len(OTHER_BLOCKS)} blocks match their tables")
 
 
 if __name__ == "__main__":

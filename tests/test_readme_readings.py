@@ -1,6 +1,7 @@
-"""The README's figure readings against the committed tables (benchmarks/readme_readings.py).
+"""The figure readings of the README and docs/ against the committed tables
+(benchmarks/readme_readings.py).
 
-The first test is the check itself: every reading block of the README is exactly what
+The first test is the check itself: every reading block of the pages is exactly what
 ``docs/figures`` and ``docs/data`` give. The others show that the check and its verdicts
 can fail: a number edited by hand is caught, and a claim is called reproduced only where
 the one statistics function's verdict on the rounds says so.
@@ -30,15 +31,15 @@ def readings():
 
 
 def test_every_readme_reading_is_what_the_committed_tables_give(readings):
-    problems = readings.check((ROOT / "README.md").read_text(encoding="utf-8"))
+    problems = readings.check(readings.all_text())
     assert problems == [], "\n".join(
         [*problems, "fix: uv run python benchmarks/readme_readings.py --write"]
     )
 
 
 def test_a_number_edited_by_hand_is_caught(readings):
-    # Given the README with one number of the Fig. 3a reading changed
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    # Given the pages with one number of the Fig. 3a reading changed
+    text = readings.all_text()
     start = text.index("<!-- reading: 000-3a -->")
     end = text.index("<!-- /reading -->", start)
     block = text[start:end]
@@ -47,9 +48,9 @@ def test_a_number_edited_by_hand_is_caught(readings):
     changed = block[:digit] + str((int(block[digit]) + 1) % 10) + block[digit + 1 :]
     # When it is checked
     problems = readings.check(text[:start] + changed + text[end:])
-    # Then exactly that reading is named, beside whatever the unedited README has
+    # Then exactly that reading is named, beside whatever the unedited pages have
     added = set(problems) - set(readings.check(text))
-    assert added == {"000-3a: the README's text is not what paper000-fig3a.rounds.csv gives"}
+    assert added == {"000-3a: the page's text is not what paper000-fig3a.rounds.csv gives"}
 
 
 def _series(readings, points, paired_across_x=False):

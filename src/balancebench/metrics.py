@@ -1,16 +1,16 @@
 """Every metric balancebench logs (unit in the name, definition here), and the cost model.
 
-Convention (README, "Metrics (MLflow, units in the name)"): a per-batch series is logged
-as ``batch/<name>`` with ``step = batch index``; a run's summary of a series carries a
-suffix (``_mean``, ``_max``, ``_total``). Metrics that only exist per run (latency
+Convention (docs/reference/outputs.md, "Metrics (MLflow, units in the name)"): a per-batch
+series is logged as ``batch/<name>`` with ``step = batch index``; a run's summary of a
+series carries a suffix (``_mean``, ``_max``, ``_total``). Metrics that only exist per run (latency
 percentiles, throughput, wall time, oracle) have no suffix and no step. A run-level figure
 keeps its bare name if it is a headline figure, else it is logged as ``diag/<name>``
 (``compare.logged_name``). This table, keyed by the bare names, is logged as
-``metric_definitions.json`` on every MLflow run; the README's Metrics table summarises it
+``metric_definitions.json`` on every MLflow run; the docs' generated Metrics page lists it
 in one line per metric.
 
-**The cost model** (README, "Metrics"; issues 12 and 26) is the only thing the replay
-clock charges to a strategy, all in one currency, seconds of measured CPU:
+**The cost model** (docs/reference/outputs.md, "Metrics"; issues 12 and 26) is the only
+thing the replay clock charges to a strategy, all in one currency, seconds of measured CPU:
 
 - *routing* (at the senders): the summed CPU time of the routing-stage tasks (the tasks
   that read the batch, decide every tuple's node(s) and write the exchange to the nodes;

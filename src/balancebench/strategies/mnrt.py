@@ -15,7 +15,7 @@ move-out of the home node).
   ``L(k) <= chi``, else ``chi`` of it (lines 7-10: only large keys are split).
 
 Three places where the code could differ from Algorithm 4 are parameters, each measured
-both ways (README, "MNRT as written"):
+both ways (docs/explanation/strategies.md, "MNRT as written"):
 
 - ``unload_priority`` (default ``paper``): the priority key is picked first and split by
   ``chi`` when larger, as lines 4-10 say; ``whole_parts`` lets only keys with

@@ -1,0 +1,208 @@
+"""Sphinx extension: the reference pages, generated from the code on every build.
+
+Writes ``reference/generated/{params,metrics,cli,dags,api}.md`` before Sphinx reads the
+sources, from the objects the product itself uses: the Param specs the DAGs turn into
+Airflow ``Param`` objects, ``METRIC_DEFINITIONS`` (and the models' own), the CLI's typer
+application, each DAG file's docstring (its ``doc_md``; read with ``ast``, so Airflow is
+not imported), and the public modules' docstrings (``autodoc``). A page that cannot drift
+from the code needs no test of its own beyond the strict build.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parents[1]
+OUT = DOCS / "reference" / "generated"
+DAGS = DOCS.parent / "dags"
+
+#: The modules whose docstrings make the Python API page: what a user extending the
+#: project calls or subclasses.
+API_MODULES = (
+    "balancebench.strategies.base",
+    "balancebench.routing_table",
+    "balancebench.stats",
+    "balancebench.loads",
+    "balancebench.hashing",
+)
+
+
+def _cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(value: Any) -> str:
+    return f"`{json.dumps(value)}`".replace("|", "\\|")
+
+
+def _allowed(spec: dict[str, Any]) -> str:
+    if "enum" in spec:
+        return ", ".join(_code(v) for v in spec["enum"])
+    items = spec.get("items", {})
+    if "enum" in items:
+        return "list of: " + ", ".join(_code(v) for v in items["enum"])
+    bounds = []
+    for key, word in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<=")):
+        if key in spec:
+            bounds.append(f"{word} {spec[key]}")
+    return ", ".join(bounds)
+
+
+def _type(spec: dict[str, Any]) -> str:
+    kind = spec.get("type", "")
+    return " or ".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def params_page() -> str:
+    from balancebench.experiment_params import DATASET_DAG_PARAMS, EXPERIMENT_PARAMS
+    from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.sweep_grid import SWEEP_PARAMS
+
+    dags = (
+        ("balance_experiment", EXPERIMENT_PARAMS),
+        ("nightly_sweep", SWEEP_PARAMS),
+        ("model_experiment", MODEL_EXPERIMENT_PARAMS),
+        ("generate_dataset", DATASET_DAG_PARAMS),
+    )
+    lines = [
+        "# Params",
+        "",
+        "Every Param of every DAG, from the specs the DAGs turn into Airflow `Param` objects",
+        "(and the CLI's `--conf` checks before any work). Generated on every build.",
+        "",
+    ]
+    for dag, specs in dags:
+        lines += [f"## {dag}", ""]
+        for name, spec in specs.items():
+            allowed = _allowed(spec)
+            lines.append(
+                f"- **`{name}`** ({_type(spec)}, default {_code(spec.get('default'))}"
+                + (f"; allowed: {allowed}" if allowed else "")
+                + f"): {_cell(spec.get('description', spec.get('title', '')))}"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def metrics_page() -> str:
+    from balancebench.metrics import METRIC_DEFINITIONS
+    from balancebench.models import MODELS, get_model
+    from balancebench.models.model_sweep import SWEEP_METRIC_DEFINITIONS
+
+    lines = [
+        "# Metrics",
+        "",
+        "Every metric logged to MLflow, with its unit in its name, from the definitions the",
+        "runs also log as their MLflow description (`metrics.METRIC_DEFINITIONS` and the",
+        "models' own). `[per batch]` marks a series with one value per micro-batch.",
+        "Generated on every build.",
+        "",
+        "## Workload runs",
+        "",
+        "| metric | definition |",
+        "|---|---|",
+        *[f"| `{k}` | {_cell(v)} |" for k, v in METRIC_DEFINITIONS.items()],
+        "",
+        "## Model sweeps (papers 001-004)",
+        "",
+        "| metric | definition |",
+        "|---|---|",
+        *[f"| `{k}` | {_cell(v)} |" for k, v in SWEEP_METRIC_DEFINITIONS.items()],
+        "",
+    ]
+    for model in MODELS:
+        definitions = get_model(model).metric_definitions
+        lines += [f"### Model `{model}`", "", "| metric | definition |", "|---|---|"]
+        lines += [f"| `{k}` | {_cell(v)} |" for k, v in definitions.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cli_page() -> str:
+    import typer
+
+    from balancebench.cli import app
+
+    group = typer.main.get_command(app)
+    lines = [
+        "# Command line",
+        "",
+        "`balancebench COMMAND [OPTIONS]` (`.venv/bin/balancebench`, or `uv run balancebench`).",
+        "Each command's `--help` prints the same. Generated on every build.",
+        "",
+    ]
+    for name, command in group.commands.items():
+        lines += [f"## `balancebench {name}`", "", (command.help or "").strip(), ""]
+        options = [p for p in command.params if p.name != "help"]
+        if options:
+            lines += ["| option | default | what it is |", "|---|---|---|"]
+            for p in options:
+                flag = ", ".join(f"`{o}`" for o in p.opts)
+                default = "" if p.default is None else f"`{p.default}`"
+                what = _cell(getattr(p, "help", "") or "")
+                lines.append(f"| {flag} | {_cell(default)} | {what} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def dags_page() -> str:
+    lines = [
+        "# DAGs",
+        "",
+        "Each DAG's documentation as Airflow shows it (its `doc_md`, the DAG file's",
+        "docstring). Generated on every build.",
+        "",
+    ]
+    for path in sorted(DAGS.glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        lines += [f"## `{path.stem}`", "", f"`dags/{path.name}`", "", "```text", doc, "```", ""]
+    return "\n".join(lines)
+
+
+def api_page() -> str:
+    lines = [
+        "# Python API",
+        "",
+        "The library's public surface for a new strategy or analysis, from its docstrings.",
+        "Generated on every build.",
+        "",
+    ]
+    for module in API_MODULES:
+        lines += [
+            f"## `{module}`",
+            "",
+            "```{eval-rst}",
+            f".. automodule:: {module}",
+            "   :members:",
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+PAGES = {
+    "params": params_page,
+    "metrics": metrics_page,
+    "cli": cli_page,
+    "dags": dags_page,
+    "api": api_page,
+}
+
+
+def write_pages(*_: Any) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, page in PAGES.items():
+        text = page().rstrip() + "\n"
+        target = OUT / f"{name}.md"
+        # Unchanged pages keep their time stamp, so an incremental build skips them.
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", write_pages)
+    return {"parallel_read_safe": True}
