@@ -133,10 +133,12 @@ PAPER_001 = "001-6-7"
 #: One row per figure: its rounds (or a model's repetitions: the fewest a compared point
 #: had), runs and wall time when last made.
 TIMINGS = ROOT / "docs" / "data" / "paper_figures.csv"
-TIMING_COLUMNS = ("figure", "rounds", "runs", "wall_s", "made_utc", "source_run")
+TIMING_COLUMNS = ("figure", "rounds", "runs", "wall_s", "made_utc", "source_run", "commit")
 
 
-def record_timing(figure: str, rounds: int, runs: int, wall_s: float, source: str) -> None:
+def record_timing(
+    figure: str, rounds: int, runs: int, wall_s: float, source: str, commit: str
+) -> None:
     """Replace ``figure``'s row of :data:`TIMINGS` (the other figures' rows stay)."""
     import csv
     from datetime import UTC, datetime
@@ -153,7 +155,7 @@ def record_timing(figure: str, rounds: int, runs: int, wall_s: float, source: st
         dict(
             zip(
                 TIMING_COLUMNS,
-                [figure, rounds, runs, f"{wall_s:.0f}", made, source],
+                [figure, rounds, runs, f"{wall_s:.0f}", made, source, commit],
                 strict=True,
             )
         )
@@ -176,6 +178,7 @@ def paper_000_figure(cli: Path, name: str, args: argparse.Namespace) -> bool:
     )
     started_ms = int(time.time() * 1000)
     started = time.perf_counter()
+    commit = tracking.git_commit()
     done = subprocess.run([str(cli), "figure", key, "--conf", conf], cwd=ROOT)
     wall_s = time.perf_counter() - started
     sweep = tracking.latest_parent_run(FIGURE_EXPERIMENT, "nightly_sweep", started_ms, "sweep")
@@ -201,13 +204,37 @@ def paper_000_figure(cli: Path, name: str, args: argparse.Namespace) -> bool:
     made = pd.read_csv(png.with_suffix(".rounds.csv"))
     runs = len(made)
     fewest = int(made.groupby(["strategy", "group"]).size().min())
-    record_timing(f"000-{key}", fewest, runs, wall_s, f"sweep run {sweep['run_id']}")
+    record_timing(f"000-{key}", fewest, runs, wall_s, f"sweep run {sweep['run_id']}", commit)
     print(
         f"   -> {OUT / png.name}, .csv, .components.csv, .rounds.csv ({runs} runs, "
         f"{wall_s / 60:.1f} min)",
         flush=True,
     )
     return True
+
+
+def replot_paper_000(names: list[str]) -> None:
+    """Redraw paper 000's figures from their committed tables (``docs/figures/*.csv`` and
+    their rows of :data:`TIMINGS`): a change to how figures are drawn reaches the committed
+    PNGs without measuring again. The numbers are the tables'; only the drawing changes."""
+    from balancebench.paper000 import figure_caption, plot_figure
+    from balancebench.sweep_grid import SWEEP_PARAMS
+
+    timings = pd.read_csv(TIMINGS, dtype=str).set_index("figure")
+    for name in names:
+        key = name.removeprefix("000-")
+        fig, row = FIGURES[key], timings.loc[name]
+        table = pd.read_csv(OUT / f"paper000-fig{key}.csv")
+        caption = figure_caption(
+            fig,
+            str(row["rounds"]),
+            SWEEP_PARAMS["seed"]["default"],  # paper_figures.py never sets another
+            float(row["wall_s"]) / 60,
+            str(row["source_run"])[:18],
+            str(row["commit"]),
+        )
+        plot_figure(table, fig, OUT / f"paper000-fig{key}.png", caption)
+        print(f"redrawn from its table: {OUT / f'paper000-fig{key}.png'}", flush=True)
 
 
 def main() -> None:
@@ -225,7 +252,15 @@ def main() -> None:
         default=60 / len(PAPER_000),
         help="a paper 000 figure's budget: rounds beyond the minimum start only within it",
     )
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="redraw paper 000's figures of --only from their committed tables; measure nothing",
+    )
     args = parser.parse_args()
+    if args.replot:
+        replot_paper_000([n for n in args.only if n in PAPER_000])
+        return
     if args.max_rounds < args.min_rounds:
         parser.error(f"--max-rounds: at least --min-rounds ({args.min_rounds})")
     if not 0 < args.minutes <= 600:
@@ -240,6 +275,7 @@ def main() -> None:
                 failed.append(name)
             continue
         item_started = time.perf_counter()
+        commit = tracking.git_commit()
         if name == PAPER_001:
             print(f"== paper 001 Figs. 6-7: {ROOT / 'benchmarks' / 'parallelization.py'}")
             script = str(ROOT / "benchmarks" / "parallelization.py")
@@ -252,7 +288,8 @@ def main() -> None:
             made = pd.read_csv(OUT / "paper001-fig6-7.csv")
             runs = int(made["rounds"].sum())
             rounds = int(made["rounds"].min())
-            record_timing(name, rounds, runs, wall_s, "benchmarks/parallelization.py --figure")
+            source = "benchmarks/parallelization.py --figure"
+            record_timing(name, rounds, runs, wall_s, source, commit)
             print(f"   done ({wall_s / 60:.1f} min)", flush=True)
             continue
         conf = {**EXPERIMENTS[name], "experiment": f"paper-{name}"}
@@ -270,7 +307,8 @@ def main() -> None:
         shutil.copy(folder / "model_repetitions.csv", OUT / f"{name}.repetitions.csv")
         points = len(pd.read_csv(folder / "model_summary.csv"))
         runs = points * conf["repetitions"]
-        record_timing(name, conf["repetitions"], runs, wall_s, f"model run {latest['run_id']}")
+        source = f"model run {latest['run_id']}"
+        record_timing(name, conf["repetitions"], runs, wall_s, source, commit)
         print(f"   -> {OUT / name}.png, .csv ({wall_s / 60:.1f} min)", flush=True)
     total = time.perf_counter() - started
     print(

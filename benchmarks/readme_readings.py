@@ -1003,23 +1003,42 @@ def render(name: str) -> str:
     return "\n".join(lines)
 
 
+#: Changes that move the engine's numbers (commit, when it landed, what it moves): a
+#: figure made before one says so in the figures' table.
+ENGINE_CHANGES = ROOT / "docs" / "data" / "engine_changes.csv"
+
+
+def _engine_figure(figure: str) -> bool:
+    """Paper 000's figures and paper 001's Figs. 6-7 run on the engine; the models do not."""
+    return figure.startswith("000-") or figure == "001-6-7"
+
+
 def render_timings() -> str:
-    """``docs/data/paper_figures.csv`` as a table: each figure's runs and wall time, and
-    paper 000's total."""
-    rows = pd.read_csv(TIMINGS)
+    """``docs/data/paper_figures.csv`` as a table: each figure's runs, wall time and commit,
+    the engine changes it predates (``docs/data/engine_changes.csv``), and paper 000's
+    total."""
+    rows = pd.read_csv(TIMINGS, dtype={"commit": str})
+    changes = pd.read_csv(ENGINE_CHANGES, dtype=str)
     lines = [
         "Source: `docs/data/paper_figures.csv` (written by `make paper-figures` for each "
-        "figure it makes).",
+        "figure it makes; `commit`: the checkout it was made on; for figures made before "
+        "2026-11-29 10:00 UTC, the parent of the commit that added its table) and "
+        "`docs/data/engine_changes.csv` (changes that move the engine's numbers).",
         "",
-        "| figure | rounds | runs | wall, min | made (UTC) |",
-        "|---|---:|---:|---:|---|",
+        "| figure | rounds | runs | wall, min | made (UTC) | commit | predates |",
+        "|---|---:|---:|---:|---|---|---|",
     ]
     for _, r in rows.iterrows():
         runs = str(int(r["runs"])) if int(r["runs"]) else "-"
+        later = changes[changes["landed_utc"] > r["made_utc"]]["commit"].tolist()
+        predates = ", ".join(later) if _engine_figure(r["figure"]) and later else "-"
         lines.append(
             f"| {r['figure']} | {int(r['rounds'])} | {runs} | "
-            f"{float(r['wall_s']) / 60:.1f} | {r['made_utc']} |"
+            f"{float(r['wall_s']) / 60:.1f} | {r['made_utc']} | {str(r['commit'])[:7]} | "
+            f"{predates} |"
         )
+    lines += ["", "What each change moves:", ""]
+    lines += [f"- {c['commit']} ({c['landed_utc']}): {c['moves']}" for _, c in changes.iterrows()]
     paper000 = rows[rows["figure"].str.startswith("000-")]
     lines += [
         "",

@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 
 from balancebench.metrics import METRIC_DEFINITIONS
-from balancebench.paper000 import FIGURE_EXPERIMENT, FIGURES, draw_figure, figure_table
+from balancebench.paper000 import (
+    FIGURE_EXPERIMENT,
+    FIGURES,
+    draw_figure,
+    figure_caption,
+    figure_table,
+    plot_figure,
+)
 from balancebench.sweep_grid import cells, validate_sweep_params
 
 
@@ -79,3 +86,33 @@ def test_the_tolerance_figure_varies_the_tolerance_per_cell():
     # without the axis, no cell carries one and the labels are unchanged
     plain = cells(validate_sweep_params({})["grid"])
     assert all(c.tolerance is None and "tol=" not in c.label for c in plain)
+
+
+def _table(key: str, spread: float) -> pd.DataFrame:
+    """A figure table of two strategies at the figure's x values, intervals of ``spread``."""
+    fig = FIGURES[key]
+    xs = [0.4, 1.5] if fig.x == "zipf_s" else [0.02, 0.4]
+    rows = []
+    for strategy in ("hash", "qmmp"):
+        for x in xs:
+            row = {"strategy": strategy, fig.x: x, "rounds_finished": 5}
+            for m in fig.metrics:
+                row |= {f"{m}_mean": 10.0, f"{m}_ci95_lo": 10 - spread, f"{m}_ci95_hi": 10 + spread}
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_a_deterministic_figure_says_it_has_no_bars(tmp_path):
+    # Fig. 6a counts tuples: the same in every round, so its intervals are empty
+    fig = FIGURES["6a"]
+    said = plot_figure(_table("6a", 0.0), fig, tmp_path / "a.png", "caption")
+    assert said.endswith("no bars: the same value in every round (deterministic for this dataset)")
+    said = plot_figure(_table("6a", 1.0), fig, tmp_path / "b.png", "caption")
+    assert said.endswith("bars: Student-t 95% interval over the rounds")
+    assert (tmp_path / "a.png").stat().st_size > 10_000
+
+
+def test_a_figure_caption_names_its_rounds_wall_and_commit():
+    caption = figure_caption(FIGURES["8"], "5-8", 42, 10.6, "sweep run 5be76830", "52d701efaf00")
+    assert "5-8 paired rounds" in caption and "11 min wall" in caption
+    assert caption.endswith("made on commit 52d701efaf")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 #: The Param value that means "no figure: the grid as given".
@@ -193,14 +194,14 @@ FIGURE_COMPONENTS: Final[tuple[str, ...]] = (
 )
 
 _UNITS = {
-    "charged_s_total": "processing time (s, everything charged)",
+    "charged_s_total": "processing time (s of CPU, everything charged)",
     "avg_received_tuples_per_node_total": "tuples received per node (count)",
     "throughput_tuples_per_s": "delivered throughput (tuples/s)",
     "capacity_tuples_per_s": "capacity (tuples/s)",
-    "latency_p99_s": "latency p99 (s)",
-    "plan_time_ms_mean": "plan time (ms, mean over the plans)",
+    "latency_p99_s": "latency p99 (s, replay clock)",
+    "plan_time_ms_mean": "plan time (ms of the planning thread's CPU, mean)",
     "nodes_used_max": "nodes used (count, at the end of loading)",
-    "scale_out_adjustment_s_total": "adjustment time (s)",
+    "scale_out_adjustment_s_total": "adjustment time (s of CPU charged)",
 }
 _X_LABELS = {"zipf_s": "Zipf skew z", "tolerance": "balance tolerance"}
 
@@ -242,54 +243,117 @@ def components_table(cells: pd.DataFrame, fig: PaperFigure) -> pd.DataFrame:
 
 def draw_figure(cells: pd.DataFrame, fig: PaperFigure, out_dir: Path, caption: str) -> Path:
     """The paper-style figure (PNG), its table (CSV) and its components table
-    (``.components.csv``) in ``out_dir``; returns the PNG.
-
-    One panel per metric, ``fig.x`` on x, one line per strategy in its fixed colour with the
-    CI as error bars; reference strategies (not in the paper's figure) dashed. The
-    strategies' points are spread a little along x (at most a third of the smallest step
-    between x values), so equal values do not hide each other's lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from balancebench.plotting import spread_offsets, strategy_color, strategy_order
-
+    (``.components.csv``) in ``out_dir``; returns the PNG (drawn by :func:`plot_figure`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table = figure_table(cells, fig)
     stem = f"paper000-fig{fig.key}"
     table.to_csv(out_dir / f"{stem}.csv", index=False)
     components_table(cells, fig).to_csv(out_dir / f"{stem}.components.csv", index=False)
+    path = out_dir / f"{stem}.png"
+    plot_figure(table, fig, path, caption)
+    return path
+
+
+def figure_caption(
+    fig: PaperFigure, rounds: str, seed: int, wall_min: float, source: str, commit: str
+) -> str:
+    """A figure's caption: its scale, rounds, seed, wall time, the run it came from and the
+    commit it was made on (``plot_figure`` adds what its bars are)."""
+    return (
+        f"{fig.scale}; {rounds} paired rounds, mean; seed {seed}; {wall_min:.0f} min wall; "
+        f"{source}; made on commit {commit[:10]}"
+    )
+
+
+#: One marker per line, so lines with equal values (Figs. 4-5: 8 = 8 = 8 nodes) stay
+#: visible on top of each other.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+
+
+def deterministic_metrics(table: pd.DataFrame, fig: PaperFigure) -> list[str]:
+    """The plotted metrics whose interval is empty at every point: the same value in every
+    round (a count for one dataset), so the figure has no bars to show."""
+    found = []
+    for metric in fig.metrics:
+        lo, hi = table.get(f"{metric}_ci95_lo"), table.get(f"{metric}_ci95_hi")
+        if lo is not None and hi is not None and bool(((hi - lo).fillna(0) == 0).all()):
+            found.append(metric)
+    return found
+
+
+def plot_figure(table: pd.DataFrame, fig: PaperFigure, path: Path, caption: str) -> str:
+    """Draw ``table`` (:func:`figure_table`'s rows, e.g. a committed ``paper000-fig*.csv``)
+    to ``path``; returns the caption as drawn (with what its bars are).
+
+    One panel per metric, ``fig.x`` on x (a tolerance axis is logarithmic: its values
+    0.02-0.4 crowd the left end of a linear one), one line per strategy in its fixed colour
+    and marker with the Student-t interval as error bars, reference strategies (not in the
+    paper's figure) dashed, one legend for all panels. The strategies' points are spread a
+    little along x (at most a third of the smallest step between x values), so equal
+    values do not hide each other's lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from balancebench.plotting import spread_offsets, strategy_color, strategy_order
+
     names = strategy_order(table["strategy"].unique().tolist())
     xs = sorted(table[fig.x].unique())
-    dodge = dict(zip(names, spread_offsets(len(names), xs, 1 / 3), strict=True))
+    log_x = fig.x == "tolerance"
+    if log_x:  # spread in log space: a relative step
+        steps = spread_offsets(len(names), np.log(xs).tolist(), 1 / 3)
+        dodge = {s: float(np.exp(o)) for s, o in zip(names, steps, strict=True)}
+    else:
+        dodge = dict(zip(names, spread_offsets(len(names), xs, 1 / 3), strict=True))
     n = len(fig.metrics)
-    plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
+    plot, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.3), squeeze=False)
     for ax, metric in zip(axes.flat, fig.metrics, strict=True):
         mean, lo, hi = f"{metric}_mean", f"{metric}_ci95_lo", f"{metric}_ci95_hi"
-        for strategy in names:
+        for i, strategy in enumerate(names):
             part = table[table["strategy"] == strategy].dropna(subset=[mean])
             if part.empty:
                 continue
+            x = part[fig.x] * dodge[strategy] if log_x else part[fig.x] + dodge[strategy]
             ax.errorbar(
-                part[fig.x] + dodge[strategy],
+                x,
                 part[mean],
                 yerr=[(part[mean] - part[lo]).fillna(0), (part[hi] - part[mean]).fillna(0)],
-                marker="o",
+                marker=_MARKERS[i % len(_MARKERS)],
+                markersize=6,
+                markerfacecolor="none" if i % 2 else strategy_color(strategy),
                 capsize=3,
                 color=strategy_color(strategy),
                 linestyle="--" if strategy in fig.reference else "-",
                 label=f"{strategy} (reference)" if strategy in fig.reference else strategy,
             )
+        if log_x:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(FixedLocator(xs))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([f"{x:g}" for x in xs])
+        else:
+            ax.set_xticks(xs)
         ax.set_xlabel(_X_LABELS[fig.x])
-        ax.set_xticks(xs)
         ax.set_ylabel(_UNITS.get(metric, metric))
+        # Every axis starts at 0 (all figures are times, rates or counts): on an axis
+        # from 486k to 494k tuples/s a 1% difference filled the panel. An interval that
+        # reaches below 0 is cut there.
+        top = table[[hi, mean]].max(axis=None)
+        ax.set_ylim(0, 1.08 * top if top > 0 else 1)
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    columns = min(len(labels), 3 * n)  # a one-panel figure's legend wraps, not overflows
+    legend_rows = -(-len(labels) // max(columns, 1))
+    plot.legend(handles, labels, loc="lower center", ncol=max(columns, 1), fontsize=8)
+    if deterministic_metrics(table, fig) == list(fig.metrics):
+        caption += "; no bars: the same value in every round (deterministic for this dataset)"
+    else:
+        caption += "; bars: Student-t 95% interval over the rounds"
     wrapped = "\n".join(textwrap.wrap(caption, int(13 * 5.2 * n)))  # fits the figure width
     plot.suptitle(f"{fig.title}\n{wrapped}", fontsize=9)
-    plot.tight_layout()
-    path = out_dir / f"{stem}.png"
+    plot.tight_layout(rect=(0, 0.02 + 0.055 * legend_rows, 1, 1))
     plot.savefig(path, dpi=110)
     plt.close(plot)
-    return path
+    return caption

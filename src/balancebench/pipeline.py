@@ -753,7 +753,13 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         ROUNDS_STOPPED_TAG,
         RUN_INDEX_TAG,
     )
-    from balancebench.paper000 import FIGURE_COMPONENTS, FIGURE_METRICS, draw_figure, get_figure
+    from balancebench.paper000 import (
+        FIGURE_COMPONENTS,
+        FIGURE_METRICS,
+        draw_figure,
+        figure_caption,
+        get_figure,
+    )
     from balancebench.paths import reports_dir
     from balancebench.report import (
         CORE_WAIT_METRIC,
@@ -926,10 +932,13 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     figure_path = None
     if p["figure"] != "none" and not table.empty:
         fig = get_figure(p["figure"])
-        caption = (
-            f"{fig.scale}; {p['min_rounds']}-{p['max_rounds']} paired rounds, mean, bars: "
-            f"Student-t 95% interval; seed {p['seed']}; {wall_s / 60:.0f} min wall; sweep run "
-            f"{parent[:8]}"
+        caption = figure_caption(
+            fig,
+            f"{p['min_rounds']}-{p['max_rounds']}",
+            p["seed"],
+            wall_s / 60,
+            f"sweep run {parent[:8]}",
+            tracking.git_commit(),
         )
         out = results_dir() / parent
         figure_path = draw_figure(table, fig, out, caption)
