@@ -412,12 +412,21 @@ class BackpressureModel(Model):
         if len(weights) > 1:
             return self._weights_figure(results, checked)
         totals = sorted({r.metrics["total_mb"] for _, r in results})
+        # A line per strategy and per value of any other Param the grid varies (e.g. the
+        # recovery rule): named by the strategy alone, three rules read "migration" thrice.
+        varied = sorted(
+            k for k in checked[0] if k != "total_mb" and len({repr(c[k]) for c in checked}) > 1
+        )
+
+        def line(point: ModelPoint, params: dict[str, Any]) -> str:
+            return " · ".join([point.strategy, *(f"{k} {params[k]}" for k in varied)])
+
         # Fig. 7 is 1 GB, Fig. 8 the largest volume (5 GB in the paper).
         shown = [t for t in totals[:-1] if t == FIG7_TOTAL_MB] + [totals[-1]]
         panels = len(shown) + (1 if len(totals) > 1 else 0)
         fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
         for ax, total in zip(axes[0], shown, strict=False):
-            for point, result in results:
+            for (point, result), params in zip(results, checked, strict=True):
                 if result.metrics["total_mb"] != total or point.repetition != 0:
                     continue
                 ax.plot(
@@ -425,11 +434,11 @@ class BackpressureModel(Model):
                     [0.0, *(100 * f for f in result.series["completed_fraction"])],
                     marker="o",
                     markersize=3,
-                    label=point.strategy,
+                    label=line(point, params),
                 )
             ax.set_xlabel("time (simulated s)")
             ax.set_ylabel("completed volume (%)")
-            ax.set_title(f"completed fraction, {total:g} MB")
+            ax.set_title(f"completed fraction, {total:g} MB (repetition 0)")
             ax.legend()
             ax.grid(alpha=0.3)
         if len(totals) > 1:
@@ -437,19 +446,19 @@ class BackpressureModel(Model):
             rows = pd.DataFrame(
                 [
                     {
-                        "strategy": p.strategy,
+                        "line": line(p, c),
                         "total_mb": r.metrics["total_mb"],
                         "completion_time_s": r.metrics["completion_time_s"],
                     }
-                    for p, r in results
+                    for (p, r), c in zip(results, checked, strict=True)
                 ]
             )
-            means = rows.groupby(["strategy", "total_mb"])["completion_time_s"].mean()
-            for strategy in means.index.get_level_values(0).unique():
-                series = means.loc[strategy]
-                ax.plot(series.index, series.to_numpy(), marker="o", label=strategy)
+            means = rows.groupby(["line", "total_mb"])["completion_time_s"].mean()
+            for name in means.index.get_level_values(0).unique():
+                series = means.loc[name]
+                ax.plot(series.index, series.to_numpy(), marker="o", label=name)
             ax.set_xlabel("total volume (MB)")
-            ax.set_ylabel("completion time (simulated s)")
+            ax.set_ylabel("completion time (simulated s, mean over the repetitions)")
             ax.set_title("completion time vs volume")
             ax.legend()
             ax.grid(alpha=0.3)

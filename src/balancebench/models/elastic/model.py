@@ -344,7 +344,7 @@ _TITLES = {
 def elastic_figure(results: list[tuple[ModelPoint, ModelResult]]) -> Any:
     """Fig. 8 of paper 001: utilisation mean (top) and std (bottom) over simulated time,
     one column per experiment, one line per strategy (and protocol when both occur),
-    repetitions averaged; the dashed line is UIT."""
+    repetitions averaged; the grey dashed line is UIT."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,7 +362,7 @@ def elastic_figure(results: list[tuple[ModelPoint, ModelResult]]) -> Any:
     for col, exp in enumerate(experiments):
         top, bottom = axes[0][col], axes[1][col]
         uit = None
-        for label, runs in sorted(groups[exp].items()):
+        for index, (label, runs) in enumerate(sorted(groups[exp].items())):
             n = min(len(r.time_s) for r in runs)
             t = np.asarray(runs[0].time_s[:n])
             mean = np.mean([r.series["utilization_mean"][:n] for r in runs], axis=0)
@@ -370,8 +370,18 @@ def elastic_figure(results: list[tuple[ModelPoint, ModelResult]]) -> Any:
             drawn = STRATEGIES.get(label.split(" ")[0])
             marker = drawn.marker if drawn else None
             every = max(1, n // 20)
-            top.plot(t, mean, marker=marker, markevery=every, ms=4, label=label)
-            bottom.plot(t, std, marker=marker, markevery=every, ms=4, label=label)
+            # A line style per label: equal series (e.g. elastic_scaling and elastic_static
+            # before the first scale-out) stay visible on top of each other.
+            style = {
+                "marker": marker,
+                "markevery": every,
+                "ms": 4,
+                "ls": _LINE_STYLES[index % len(_LINE_STYLES)],
+                "lw": 2.2 - 0.5 * (index % 3),
+                "label": label,
+            }
+            top.plot(t, mean, **style)
+            bottom.plot(t, std, **style)
             uit = runs[0].info.get("uit", uit)
         if uit is not None:
             bottom.axhline(uit, color="grey", ls="--", lw=1, label="UIT")
@@ -379,8 +389,12 @@ def elastic_figure(results: list[tuple[ModelPoint, ModelResult]]) -> Any:
         top.set_ylabel("CPU utilisation mean (ratio)")
         bottom.set_ylabel("CPU utilisation std (ratio)")
         bottom.set_xlabel("simulated time (s)")
-        top.legend(fontsize=8)
-        bottom.legend(fontsize=8)
+    # One legend under the panels: inside a panel it covered the UIT line.
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8)
     fig.suptitle("Paper 001 Fig. 8: utilisation with and without load balancing (model)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
+
+
+_LINE_STYLES = ("-", "--", ":", "-.")
