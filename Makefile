@@ -87,7 +87,7 @@ bench-engine: setup
 # What the engine charges per unit of work (issue 26's targets: routing, fixed, per-tuple,
 # signal, migration), printed side by side with verdicts: about 8 minutes.
 bench-costs: setup
-	$(UV_RUN) python benchmarks/engine_costs.py
+	$(UV_RUN) python benchmarks/engine_costs.py --record docs/data/bench_costs.txt
 
 # The cost model against nodes that really run side by side (issue 44): a cell on
 # local-cluster[2,1,2048] (2 executors of 1 core; SPARK_MASTER=spark://... on a cluster,

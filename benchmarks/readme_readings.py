@@ -62,6 +62,47 @@ def pages() -> list[Path]:
     return [README, *site]
 
 
+#: Every committed table's SHA-256, written with the readings (``--write``): a table
+#: edited by hand after its readings were rendered fails the check, even in a column no
+#: reading shows.
+TABLE_DIGESTS = ROOT / "docs" / "data" / "tables.sha256"
+
+
+def committed_tables() -> list[Path]:
+    """The tables the readings are rendered from: ``docs/figures`` and ``docs/data``."""
+    found = [*FIGURES.rglob("*.csv"), *(ROOT / "docs" / "data").glob("*.csv")]
+    # An interrupted crossover's point files are git-ignored, not committed tables.
+    return sorted(p for p in found if ".points" not in p.name)
+
+
+def table_digests() -> str:
+    """``sha256sum``'s format, one line per committed table, paths from the project."""
+    import hashlib
+
+    lines = [
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(ROOT).as_posix()}"
+        for p in committed_tables()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def check_tables() -> list[str]:
+    """The tables whose bytes differ from the digests written with the readings."""
+    if not TABLE_DIGESTS.exists():
+        return [f"{TABLE_DIGESTS.name}: missing; write it with --write"]
+    recorded = dict(
+        reversed(line.split("  ", 1)) for line in TABLE_DIGESTS.read_text().splitlines() if line
+    )
+    now = dict(reversed(line.split("  ", 1)) for line in table_digests().splitlines())
+    problems = [
+        f"{path}: its bytes are not the ones the readings were rendered from (edited by "
+        "hand, or re-made without --write)"
+        for path in sorted(set(recorded) | set(now))
+        if recorded.get(path) != now.get(path)
+    ]
+    return problems
+
+
 def all_text() -> str:
     """Every page's text, one after another (a block never spans two pages)."""
     return "\n".join(p.read_text(encoding="utf-8") for p in pages())
@@ -1283,12 +1324,13 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="rewrite the pages' blocks")
     args = parser.parse_args()
     if args.write:
+        TABLE_DIGESTS.write_text(table_digests(), encoding="utf-8")
         for page in pages():
             text = page.read_text(encoding="utf-8")
             written = write(text)
             if written != text:
                 page.write_text(written, encoding="utf-8")
-    problems = check(all_text())
+    problems = check(all_text()) + check_tables()
     for problem in problems:
         print(f"reading {problem}", file=sys.stderr)
     if problems:

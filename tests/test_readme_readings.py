@@ -10,6 +10,7 @@ the one statistics function's verdict on the rounds says so.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,6 +36,33 @@ def test_every_readme_reading_is_what_the_committed_tables_give(readings):
     assert problems == [], "\n".join(
         [*problems, "fix: uv run python benchmarks/readme_readings.py --write"]
     )
+
+
+def test_every_committed_table_is_the_one_the_readings_were_rendered_from(readings):
+    assert readings.check_tables() == []
+
+
+def test_a_table_edited_by_hand_is_caught_even_where_no_reading_shows_it(readings, tmp_path):
+    # Given a copy of the committed tables and their digests, one value edited in a
+    # column no reading renders
+    figures, data = tmp_path / "docs" / "figures", tmp_path / "docs" / "data"
+    shutil.copytree(ROOT / "docs" / "figures", figures)
+    shutil.copytree(ROOT / "docs" / "data", data)
+    edited = figures / "paper000-fig8.components.csv"
+    text = edited.read_text(encoding="utf-8")
+    digit = next(i for i in range(text.index("\n") + 1, len(text)) if text[i] in "123456789")
+    edited.write_text(text[:digit] + str(int(text[digit]) % 9 + 1) + text[digit + 1 :])
+    # When the tables are checked against the digests
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readings, "ROOT", tmp_path)
+        patch.setattr(readings, "FIGURES", figures)
+        patch.setattr(readings, "TABLE_DIGESTS", data / "tables.sha256")
+        problems = readings.check_tables()
+    # Then exactly that table is named
+    assert problems == [
+        "docs/figures/paper000-fig8.components.csv: its bytes are not the ones the readings "
+        "were rendered from (edited by hand, or re-made without --write)"
+    ]
 
 
 def test_a_number_edited_by_hand_is_caught(readings):
