@@ -382,6 +382,21 @@ def test_figure_mirrors_the_papers_plots(monkeypatch):
     assert "MB" in volume.get_xlabel()
 
 
+def test_lines_of_one_strategy_are_named_by_what_the_grid_varies():
+    # Given migration under two recovery rules at two volumes
+    results = [
+        (p, MODEL.run(p))
+        for total in (100, 200)
+        for rule in ("any_listed", "per_node")
+        for p in (point("migration", synthetic_total_mb=total, recovery_rule=rule),)
+    ]
+    # Then each completion curve and each volume line names its rule, not only "migration"
+    first, second = MODEL.figure(results).axes
+    expected = {"migration · recovery_rule any_listed", "migration · recovery_rule per_node"}
+    assert {line.get_label() for line in first.lines} == expected
+    assert {line.get_label() for line in second.lines} == expected
+
+
 def test_a_grid_over_the_weights_draws_table_1_with_its_axes_named():
     # Given migration at two alphas x two betas under both BWn readings, 2 repetitions each
     results = [

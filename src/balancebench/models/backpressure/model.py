@@ -412,10 +412,16 @@ class BackpressureModel(Model):
         if len(weights) > 1:
             return self._weights_figure(results, checked)
         totals = sorted({r.metrics["total_mb"] for _, r in results})
-        # A line per strategy and per value of any other Param the grid varies (e.g. the
-        # recovery rule): named by the strategy alone, three rules read "migration" thrice.
+        # A line per strategy and per value of any other Param the grid varies at one
+        # volume (e.g. the recovery rule): named by the strategy alone, three rules read
+        # "migration" thrice. Params that only follow the volume do not name a line.
+        at_volume: dict[float, list[dict[str, Any]]] = {}
+        for (_, result), params in zip(results, checked, strict=True):
+            at_volume.setdefault(result.metrics["total_mb"], []).append(params)
         varied = sorted(
-            k for k in checked[0] if k != "total_mb" and len({repr(c[k]) for c in checked}) > 1
+            k
+            for k in checked[0]
+            if any(len({repr(c[k]) for c in group}) > 1 for group in at_volume.values())
         )
 
         def line(point: ModelPoint, params: dict[str, Any]) -> str:
