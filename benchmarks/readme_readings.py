@@ -17,7 +17,10 @@ where rounds were added until decided. A claim is reproduced where the verdict s
 ("X% faster [lo, hi]"), not reproduced where it says the opposite or "equivalent within
 ±m%", and "no clear difference" otherwise. Each block appears in exactly one page. The
 check fails, naming the block, when a page's text differs from what the tables give (a
-number edited by hand, or a table re-made without its reading).
+number edited by hand, or a table re-made without its reading). A number quoted in prose
+from a table is marked ``<!-- quote: TABLE COLUMN key=value ... -->`` before its paragraph
+and checked the same way (:func:`check_quotes`); every committed table's bytes are checked
+against the digests written with the readings (:func:`check_tables`).
 """
 
 from __future__ import annotations
@@ -151,6 +154,54 @@ def fmt(value: float) -> str:
     if a >= 0.01:
         return f"{value:.3f}"
     return f"{value:.2g}"
+
+
+#: A number quoted in prose from a committed table: the comment names the table (under
+#: docs/), the column and the row (``column=value`` filters), and the paragraph after it
+#: must hold the value as the readings print it (:func:`fmt`, or with ``*1000`` scaled
+#: and ``%`` as a percentage of one). Prose numbers so marked fail the check when edited
+#: by hand or when the table is re-made without the prose.
+QUOTE = re.compile(r"<!-- quote: (?P<spec>[^>]*?) -->\n(?=(?P<prose>(?:.+\n)+))")
+
+
+def quoted_value(spec: str) -> str:
+    """The text a ``<!-- quote: TABLE COLUMN [key=value ...] [*SCALE] [%] -->`` stands
+    for: the one row's value, scaled, printed by :func:`fmt` (or as a percentage)."""
+    words = spec.split()
+    if len(words) < 2:
+        raise ValueError(f"quote {spec!r}: name a table and a column")
+    table = pd.read_csv(ROOT / "docs" / words[0])
+    rows = table
+    scale, percent = 1.0, False
+    for word in words[2:]:
+        if word == "%":
+            percent = True
+        elif word.startswith("*"):
+            scale = float(word[1:])
+        else:
+            key, _, value = word.partition("=")
+            column = rows[key]
+            wanted = float(value) if pd.api.types.is_numeric_dtype(column) else value
+            rows = rows[column == wanted]
+    if len(rows) != 1 or words[1] not in rows:
+        raise ValueError(f"quote {spec!r}: {len(rows)} rows match, not one with {words[1]!r}")
+    value = float(rows[words[1]].iloc[0]) * scale
+    return f"{100 * value:.1f}%" if percent else fmt(value)
+
+
+def check_quotes(text: str) -> list[str]:
+    """The quotes whose paragraph does not hold what their table gives."""
+    problems = []
+    for match in QUOTE.finditer(text):
+        spec = match["spec"]
+        try:
+            value = quoted_value(spec)
+        except (OSError, KeyError, ValueError) as exc:
+            problems.append(f"quote {spec}: cannot be read ({exc})")
+            continue
+        if value not in match["prose"]:
+            problems.append(f"quote {spec}: the paragraph does not say {value}")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -1330,7 +1381,8 @@ def main() -> None:
             written = write(text)
             if written != text:
                 page.write_text(written, encoding="utf-8")
-    problems = check(all_text()) + check_tables()
+    text = all_text()
+    problems = check(text) + check_quotes(text) + check_tables()
     for problem in problems:
         print(f"reading {problem}", file=sys.stderr)
     if problems:

@@ -38,6 +38,27 @@ def test_every_readme_reading_is_what_the_committed_tables_give(readings):
     )
 
 
+def test_every_number_quoted_in_prose_is_what_its_table_gives(readings):
+    text = readings.all_text()
+    assert readings.QUOTE.search(text), "the pages quote no table"
+    assert readings.check_quotes(text) == []
+
+
+def test_a_number_edited_by_hand_in_prose_is_caught(readings):
+    # Given Fig. 8's traced paragraph with pkg's node service at z = 1.5 edited
+    text = readings.all_text()
+    quoted = readings.quoted_value(
+        "figures/paper000-fig8.components.csv makespan_s_total_mean strategy=pkg zipf_s=1.5"
+    )
+    at = text.index(f"({quoted} s against")
+    edited = text[:at] + "(0.100 s against" + text[at + len(quoted) + len(" s against") + 1 :]
+    # When the quotes are checked, then exactly that quote is named
+    assert readings.check_quotes(edited) == [
+        "quote figures/paper000-fig8.components.csv makespan_s_total_mean strategy=pkg "
+        f"zipf_s=1.5: the paragraph does not say {quoted}"
+    ]
+
+
 def test_every_committed_table_is_the_one_the_readings_were_rendered_from(readings):
     assert readings.check_tables() == []
 
