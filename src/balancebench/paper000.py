@@ -199,7 +199,7 @@ _UNITS = {
     "throughput_tuples_per_s": "delivered throughput (tuples/s)",
     "capacity_tuples_per_s": "capacity (tuples/s)",
     "latency_p99_s": "latency p99 (s, replay clock)",
-    "plan_time_ms_mean": "plan time (ms of the planning thread's CPU, mean)",
+    "plan_time_ms_mean": "plan time (ms, planning thread's CPU)",
     "nodes_used_max": "nodes used (count, at the end of loading)",
     "scale_out_adjustment_s_total": "adjustment time (s of CPU charged)",
 }
