@@ -165,27 +165,48 @@ QUOTE = re.compile(r"<!-- quote: (?P<spec>[^>]*?) -->\n(?=(?P<prose>(?:.+\n)+))"
 
 
 def quoted_value(spec: str) -> str:
-    """The text a ``<!-- quote: TABLE COLUMN [key=value ...] [*SCALE] [%] -->`` stands
-    for: the one row's value, scaled, printed by :func:`fmt` (or as a percentage)."""
+    """The text a ``<!-- quote: TABLE COLUMN [key=value[|value ...] ...] [options] -->``
+    stands for. Options: ``*SCALE`` scales the value; ``%`` prints a share as a
+    percentage; ``verdict`` reads the change a verdict column states ("24.8% faster
+    [...]" -> 24.8) and prints it as a whole percent; ``range`` takes every matching row
+    and prints "lo-hi" (with ``verdict``: "13-25%"). Otherwise the one matching row's
+    value, printed by :func:`fmt`."""
     words = spec.split()
     if len(words) < 2:
         raise ValueError(f"quote {spec!r}: name a table and a column")
-    table = pd.read_csv(ROOT / "docs" / words[0])
-    rows = table
-    scale, percent = 1.0, False
+    rows = pd.read_csv(ROOT / "docs" / words[0])
+    scale, percent, from_verdict, as_range = 1.0, False, False, False
     for word in words[2:]:
         if word == "%":
             percent = True
+        elif word == "verdict":
+            from_verdict = True
+        elif word == "range":
+            as_range = True
         elif word.startswith("*"):
             scale = float(word[1:])
         else:
-            key, _, value = word.partition("=")
+            key, _, wanted = word.partition("=")
             column = rows[key]
-            wanted = float(value) if pd.api.types.is_numeric_dtype(column) else value
-            rows = rows[column == wanted]
-    if len(rows) != 1 or words[1] not in rows:
+            options = wanted.split("|")
+            if pd.api.types.is_numeric_dtype(column):
+                rows = rows[column.isin([float(o) for o in options])]
+            else:
+                rows = rows[column.isin(options)]
+    if words[1] not in rows or len(rows) == 0 or (len(rows) > 1 and not as_range):
         raise ValueError(f"quote {spec!r}: {len(rows)} rows match, not one with {words[1]!r}")
-    value = float(rows[words[1]].iloc[0]) * scale
+    if from_verdict:
+        changes = rows[words[1]].astype(str).str.extract(r"^([\d.]+)%", expand=False)
+        if changes.isna().any():
+            raise ValueError(f"quote {spec!r}: a matching verdict states no change")
+        values = changes.astype(float)
+        if as_range:
+            return f"{values.min():.0f}-{values.max():.0f}%"
+        return f"{values.iloc[0]:.0f}%"
+    values = rows[words[1]].astype(float) * scale
+    if as_range:
+        return f"{fmt(values.min())}-{fmt(values.max())}"
+    value = float(values.iloc[0])
     return f"{100 * value:.1f}%" if percent else fmt(value)
 
 
