@@ -719,15 +719,15 @@ def _recorded(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    copy = io.StringIO()
+    copy, shown = io.StringIO(), sys.stdout
 
     class Tee(io.TextIOBase):
         def write(self, text: str) -> int:
             copy.write(text)
-            return sys.__stdout__.write(text)
+            return shown.write(text)
 
         def flush(self) -> None:
-            sys.__stdout__.flush()
+            shown.flush()
 
     with contextlib.redirect_stdout(Tee()):
         yield

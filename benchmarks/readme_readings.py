@@ -78,32 +78,34 @@ def committed_tables() -> list[Path]:
     return sorted(p for p in found if ".points" not in p.name)
 
 
-def table_digests() -> str:
-    """``sha256sum``'s format, one line per committed table, paths from the project."""
+def _digests() -> dict[str, str]:
+    """Each committed table's SHA-256 by its path from the project."""
     import hashlib
 
-    lines = [
-        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(ROOT).as_posix()}"
+    return {
+        p.relative_to(ROOT).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in committed_tables()
-    ]
-    return "\n".join(lines) + "\n"
+    }
+
+
+def table_digests() -> str:
+    """``sha256sum``'s format, one line per committed table, paths from the project."""
+    return "".join(f"{digest}  {path}\n" for path, digest in _digests().items())
 
 
 def check_tables() -> list[str]:
     """The tables whose bytes differ from the digests written with the readings."""
     if not TABLE_DIGESTS.exists():
         return [f"{TABLE_DIGESTS.name}: missing; write it with --write"]
-    recorded = dict(
-        reversed(line.split("  ", 1)) for line in TABLE_DIGESTS.read_text().splitlines() if line
-    )
-    now = dict(reversed(line.split("  ", 1)) for line in table_digests().splitlines())
-    problems = [
+    lines = TABLE_DIGESTS.read_text().splitlines()
+    recorded = {path: digest for digest, path in (line.split("  ", 1) for line in lines if line)}
+    now = _digests()
+    return [
         f"{path}: its bytes are not the ones the readings were rendered from (edited by "
         "hand, or re-made without --write)"
         for path in sorted(set(recorded) | set(now))
         if recorded.get(path) != now.get(path)
     ]
-    return problems
 
 
 def all_text() -> str:
@@ -1346,10 +1348,10 @@ def _rendered(name: str) -> tuple[str | None, str]:
 def check(text: str) -> list[str]:
     """The blocks of ``text`` that differ from what the tables give (and unknown ones)."""
     problems = []
-    seen = set()
+    seen: dict[str, int] = {}  # name -> blocks of that name
     for match in BLOCK.finditer(text):
         name = match["name"]
-        seen.add(name)
+        seen[name] = seen.get(name, 0) + 1
         if name not in READINGS and name not in OTHER_BLOCKS:
             allowed = sorted([*READINGS, *OTHER_BLOCKS])
             problems.append(f"{name}: no such reading; allowed: {allowed}")
@@ -1370,8 +1372,7 @@ def check(text: str) -> list[str]:
             problems.append(f"{name}: {why}")
         elif match["body"] != body:
             problems.append(f"{name}: the page's text is not what {source} gives")
-    names = [m["name"] for m in BLOCK.finditer(text)]
-    problems += [f"{name}: more than one block" for name in sorted(seen) if names.count(name) > 1]
+    problems += [f"{name}: more than one block" for name in sorted(seen) if seen[name] > 1]
     problems += [
         f"{name}: no block in the README or docs/"
         for name in [*READINGS, *OTHER_BLOCKS]

@@ -88,6 +88,12 @@ def params_page() -> str:
     return "\n".join(lines)
 
 
+def _definitions(definitions: dict[str, str]) -> list[str]:
+    """A ``| metric | definition |`` table of ``definitions``."""
+    rows = [f"| `{k}` | {_cell(v)} |" for k, v in definitions.items()]
+    return ["| metric | definition |", "|---|---|", *rows, ""]
+
+
 def metrics_page() -> str:
     from balancebench.metrics import METRIC_DEFINITIONS
     from balancebench.models import MODELS, get_model
@@ -103,22 +109,13 @@ def metrics_page() -> str:
         "",
         "## Workload runs",
         "",
-        "| metric | definition |",
-        "|---|---|",
-        *[f"| `{k}` | {_cell(v)} |" for k, v in METRIC_DEFINITIONS.items()],
-        "",
+        *_definitions(METRIC_DEFINITIONS),
         "## Model sweeps (papers 001-004)",
         "",
-        "| metric | definition |",
-        "|---|---|",
-        *[f"| `{k}` | {_cell(v)} |" for k, v in SWEEP_METRIC_DEFINITIONS.items()],
-        "",
+        *_definitions(SWEEP_METRIC_DEFINITIONS),
     ]
     for model in MODELS:
-        definitions = get_model(model).metric_definitions
-        lines += [f"### Model `{model}`", "", "| metric | definition |", "|---|---|"]
-        lines += [f"| `{k}` | {_cell(v)} |" for k, v in definitions.items()]
-        lines.append("")
+        lines += [f"### Model `{model}`", "", *_definitions(get_model(model).metric_definitions)]
     return "\n".join(lines)
 
 
