@@ -73,12 +73,17 @@ docs-serve: docs
 test-fast: setup
 	$(UV_RUN) pytest -m "not slow"
 
-# Speed figures (printed tables; not part of the tests). Each script takes --help.
+# Speed figures (not part of the tests; each script takes --help). The ones the docs quote
+# are recorded under docs/data by benchmarks/record.py (written only when the script
+# succeeds); then `uv run python benchmarks/readme_readings.py --write`. About 15 minutes.
+RECORD = $(UV_RUN) python benchmarks/record.py
 bench: setup
-	$(UV_RUN) python benchmarks/plan_time.py
+	$(RECORD) docs/data/plan_time.txt -- python benchmarks/plan_time.py
+	$(RECORD) docs/data/model_speed.txt -- python benchmarks/model_speed.py
+	$(RECORD) docs/data/split_lookup.txt -- python benchmarks/split_lookup.py
+	$(RECORD) docs/data/check_model.txt -- balancebench check-model --rounds 4
 	$(UV_RUN) python benchmarks/generate.py
 	$(UV_RUN) python benchmarks/routing_overhead.py
-	$(UV_RUN) python benchmarks/model_speed.py
 
 # The engine against Spark's stateful operator (issue 12, targets 4a-c): about 11 minutes.
 bench-engine: setup
@@ -87,7 +92,7 @@ bench-engine: setup
 # What the engine charges per unit of work (issue 26's targets: routing, fixed, per-tuple,
 # signal, migration), printed side by side with verdicts: about 8 minutes.
 bench-costs: setup
-	$(UV_RUN) python benchmarks/engine_costs.py --record docs/data/bench_costs.txt
+	$(RECORD) docs/data/bench_costs.txt -- python benchmarks/engine_costs.py
 
 # The cost model against nodes that really run side by side (issue 44): a cell on
 # local-cluster[2,1,2048] (2 executors of 1 core; SPARK_MASTER=spark://... on a cluster,

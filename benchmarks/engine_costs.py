@@ -53,13 +53,8 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -685,13 +680,6 @@ def main() -> None:
         default=[0.005, 0.05, 0.5],
         help="shares of every node's state moved in the migration section",
     )
-    parser.add_argument(
-        "--record",
-        type=Path,
-        default=None,
-        help="also write what this prints to this file (make bench-costs: "
-        "docs/data/bench_costs.txt, which the docs include)",
-    )
     args = parser.parse_args()
     if not 0 < args.sf <= 10:
         parser.error("--sf: a TPC-H scale factor in (0, 10]")
@@ -704,35 +692,11 @@ def main() -> None:
         "balancebench-engine-costs", master=os.environ.get("BENCH_MASTER", "local[*]")
     )
     started = time.perf_counter()
-    with _recorded(args.record):
-        print(f"make bench-costs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-        for name in args.sections:
-            globals()[f"section_{name}"](spark, args)
-        print(f"\nwall {time.perf_counter() - started:.0f} s")
+    print(f"make bench-costs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for name in args.sections:
+        globals()[f"section_{name}"](spark, args)
+    print(f"\nwall {time.perf_counter() - started:.0f} s")
     spark.stop()
-
-
-@contextlib.contextmanager
-def _recorded(path: Path | None) -> Iterator[None]:
-    """Print as usual and, with ``path``, write the same text there (after the run: a run
-    stopped half-way leaves the last complete record in place)."""
-    if path is None:
-        yield
-        return
-    copy, shown = io.StringIO(), sys.stdout
-
-    class Tee(io.TextIOBase):
-        def write(self, text: str) -> int:
-            copy.write(text)
-            return shown.write(text)
-
-        def flush(self) -> None:
-            shown.flush()
-
-    with contextlib.redirect_stdout(Tee()):
-        yield
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(copy.getvalue(), encoding="utf-8")
 
 
 if __name__ == "__main__":

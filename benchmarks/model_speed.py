@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--repeats", type=positive_int, default=3)
     args = parser.parse_args()
+    print(f"each model's default point, every strategy, the median of {args.repeats} runs")
     print(
         f"{'model':>12} {'strategy':>20} {'events':>10} {'wall_s':>8} {'events/s':>11} "
         f"{'pts/core-h':>10}"

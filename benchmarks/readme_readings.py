@@ -72,8 +72,10 @@ TABLE_DIGESTS = ROOT / "docs" / "data" / "tables.sha256"
 
 
 def committed_tables() -> list[Path]:
-    """The tables the readings are rendered from: ``docs/figures`` and ``docs/data``."""
-    found = [*FIGURES.rglob("*.csv"), *(ROOT / "docs" / "data").glob("*.csv")]
+    """The tables the readings are rendered from (``docs/figures``, ``docs/data``) and the
+    benchmarks' records the prose quotes (``docs/data/*.txt``)."""
+    data = ROOT / "docs" / "data"
+    found = [*FIGURES.rglob("*.csv"), *data.glob("*.csv"), *data.glob("*.txt")]
     # An interrupted crossover's point files are git-ignored, not committed tables.
     return sorted(p for p in found if ".points" not in p.name)
 
@@ -224,6 +226,104 @@ def check_quotes(text: str) -> list[str]:
             continue
         if value not in match["prose"]:
             problems.append(f"quote {spec}: the paragraph does not say {value}")
+    return problems
+
+
+#: Numbers a benchmark printed, quoted in prose: ``<!-- printed: RECORD [RECORD ...] -->``
+#: names records under docs/ (``data/NAME.txt``, written by ``benchmarks/record.py``: the
+#: command, its date and commit, and what it printed), and the paragraph after it may hold
+#: no number that none of them prints. A number edited by hand in such a paragraph fails
+#: the check; a record edited by hand fails :func:`check_tables`.
+PRINTED = re.compile(r"<!-- printed: (?P<records>[^>]*?) -->\n(?=(?P<prose>(?:.+\n)+))")
+#: A number as prose and records write it: "4,500,000", "0.073", "1e6", "15.3" of "15.3%".
+#: Not part of a word or a name ("p99", "b0", "N8"), of a path or of a version ("3.11.2").
+NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.]\d)")
+#: What in a paragraph is not prose: inline code, a link's target, a comment.
+#: Dates and references (paper 000, issue 44, Fig. 3(a), Table 1, §5, step 5, commit
+#: 11cdd75) hold digits that are no measurement either.
+NOT_PROSE = re.compile(
+    r"`[^`]*`|\]\([^)]*\)|<!--.*?-->|\b\d{4}-\d{2}-\d{2}\b"
+    r"|(?:\b(?:[Pp]apers?|[Ii]ssues?|Figs?\.|Tables?|step|commit)\s|§)\d[\w()]*"
+    r"(?:(?:-|, | and )\d[\w()]*)*",
+    re.S,
+)
+
+
+def numbers(text: str) -> set[float]:
+    """The values of the numbers in ``text`` (thousands commas dropped)."""
+    return {float(m.group().replace(",", "")) for m in NUMBER.finditer(text)}
+
+
+def prose_numbers(paragraph: str) -> list[str]:
+    """The numbers a paragraph's prose states, as written, in order."""
+    return [m.group() for m in NUMBER.finditer(NOT_PROSE.sub(" ", paragraph))]
+
+
+def check_printed(text: str) -> list[str]:
+    """The printed-marked paragraphs that state a number their records do not print."""
+    problems = []
+    for match in PRINTED.finditer(text):
+        names = match["records"].split()
+        printed: set[float] = set()
+        for name in names:
+            record = ROOT / "docs" / name
+            if record.suffix != ".txt" or record.parent != ROOT / "docs" / "data":
+                problems.append(f"printed {name}: a record is docs/data/NAME.txt")
+            elif not record.exists():
+                problems.append(f"printed {name}: no such record")
+            else:
+                printed |= numbers(record.read_text(encoding="utf-8"))
+        stray = [
+            n for n in prose_numbers(match["prose"]) if float(n.replace(",", "")) not in printed
+        ]
+        if stray:
+            first = match["prose"].splitlines()[0][:60]
+            problems.append(
+                f"printed {' '.join(names)}: the paragraph at {first!r} states "
+                f"{', '.join(stray)}, which the record does not print"
+            )
+    return problems
+
+
+#: A paragraph whose numbers are no measurement (settings, a paper's own claims, figure
+#: and issue numbers): ``<!-- not measured -->`` before it says so, for the reviewer.
+NOT_MEASURED = "<!-- not measured -->"
+#: The pages of results: there every paragraph that states a number is a reading block,
+#: a quote, a printed record, or marked not measured (:func:`check_results_traced`).
+RESULTS = ROOT / "docs" / "results"
+
+
+def paragraphs(text: str) -> list[tuple[str, str]]:
+    """``(marker, paragraph)`` for each paragraph of a page outside its reading blocks and
+    fenced code: the marker is the comment line right before it, or ""."""
+    text = BLOCK.sub("", text)
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    found, marker = [], ""
+    for chunk in re.split(r"\n\s*\n", text):
+        lines = chunk.strip("\n").splitlines()
+        while lines and re.fullmatch(r"<!--.*-->", lines[0].strip()):
+            marker = lines.pop(0).strip()
+        if lines:
+            found.append((marker, "\n".join(lines)))
+            marker = ""
+    return found
+
+
+def check_results_traced() -> list[str]:
+    """The paragraphs of the results pages that state a number with nothing tracing it."""
+    problems = []
+    for page in sorted(RESULTS.glob("*.md")):
+        for marker, paragraph in paragraphs(page.read_text(encoding="utf-8")):
+            if marker.startswith(("<!-- quote:", "<!-- printed:", NOT_MEASURED)):
+                continue
+            if paragraph.lstrip().startswith(("#", "![", "```{")):
+                continue
+            if found := prose_numbers(paragraph):
+                problems.append(
+                    f"{page.relative_to(ROOT)}: the paragraph at "
+                    f"{paragraph.splitlines()[0][:60]!r} states {', '.join(found[:4])} with "
+                    "no reading, quote, printed record or 'not measured' mark"
+                )
     return problems
 
 
@@ -1404,7 +1504,13 @@ def main() -> None:
             if written != text:
                 page.write_text(written, encoding="utf-8")
     text = all_text()
-    problems = check(text) + check_quotes(text) + check_tables()
+    problems = [
+        *check(text),
+        *check_quotes(text),
+        *check_printed(text),
+        *check_results_traced(),
+        *check_tables(),
+    ]
     for problem in problems:
         print(f"reading {problem}", file=sys.stderr)
     if problems:

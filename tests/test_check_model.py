@@ -46,6 +46,19 @@ def test_the_measured_wall_must_agree_where_the_model_decides():
     assert any("target: median node error <= 15%: MISSED" in line for line in lines)
 
 
+def test_a_measurement_too_noisy_to_decide_does_not_contradict_the_model():
+    # qmmp: 20% cheaper under the model in every round; its measured wall swings +-40%
+    # round to round around hash's, so the measured verdict decides nothing
+    swings = [0.35, 0.15, 0.33, 0.17, 0.36]
+    checks = [check("hash", r, 0, 0.20, 0.25) for r in range(5)]
+    checks += [check("qmmp", r, 0, 0.16, w) for r, w in enumerate(swings)]
+    model, measured = rankings(checks, "hash")["qmmp"]
+    assert model.outcome == "faster" and not measured.decided
+    assert same_ranking(model, measured) is None
+    line = next(x for x in report(checks, "hash") if x.startswith("qmmp against hash"))
+    assert line.endswith(": measured undecided")
+
+
 def test_the_stage_wall_runs_from_the_first_launch_to_the_last_end():
     tasks = [
         {"launchTime": "2026-11-29T03:00:00.100GMT", "duration": 300},

@@ -37,7 +37,7 @@ import numpy as np
 from balancebench.experiment import LoadedCell
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.rounds import rotated_rounds
-from balancebench.stats import LOWER, Outcome, Verdict, verdict
+from balancebench.stats import DECIDED, LOWER, Outcome, Verdict, verdict
 
 #: The checked cell's Params unless the user's say otherwise: two nodes and two senders,
 #: one core each, the default run's strategies, a CPU-only model.
@@ -139,9 +139,12 @@ def rankings(checks: Sequence[BatchCheck], baseline: str) -> dict[str, tuple[Ver
 
 
 def same_ranking(model: Verdict, measured: Verdict) -> bool | None:
-    """Whether the measured wall agrees where the model's verdict is decided (faster or
-    slower); None where the model's is not."""
+    """Whether the measured wall agrees where both verdicts are decided and the model's
+    says faster or slower; None where the model's or the measured one is not decided (a
+    measurement too noisy to decide neither confirms nor contradicts the model)."""
     if model.outcome not in (Outcome.FASTER, Outcome.SLOWER):
+        return None
+    if measured.outcome not in DECIDED:
         return None
     return measured.outcome == model.outcome
 
@@ -199,7 +202,11 @@ def report(checks: Sequence[BatchCheck], baseline: str) -> list[str]:
         lines.append(f"target: median node error <= 15%: {met}")
     for name, (model, measured) in rankings(checks, baseline).items():
         same = same_ranking(model, measured)
-        agree = {None: "model undecided", True: "same", False: "DIFFERENT"}[same]
+        if same is None:
+            ranked = model.outcome in (Outcome.FASTER, Outcome.SLOWER)
+            agree = "measured undecided" if ranked else "model undecided"
+        else:
+            agree = "same" if same else "DIFFERENT"
         lines.append(
             f"{name} against {baseline}: model {model.text()}; measured {measured.text()}: {agree}"
         )
