@@ -36,9 +36,10 @@ def record(path: Path, command: list[str]) -> int:
     lines = [header(command)]
     # Benchmarks print with flush=True; unbuffered so the terminal sees progress as it comes.
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    ) as proc:
+    started = time.perf_counter()
+    # What the command prints is the record; its stderr (the JVM's and Spark's log lines)
+    # goes to the terminal as it is, unrecorded.
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -49,6 +50,7 @@ def record(path: Path, command: list[str]) -> int:
             f"record: {command[0]} exited {proc.returncode}; {path} left as it was", file=sys.stderr
         )
         return proc.returncode
+    lines.append(f"(the command took {time.perf_counter() - started:.0f} s wall)\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     partial.write_text("".join(lines), encoding="utf-8")
