@@ -119,6 +119,95 @@ def test_a_number_edited_by_hand_is_caught(readings):
     assert added == {"000-3a: the page's text is not what paper000-fig3a.rounds.csv gives"}
 
 
+def test_a_caption_number_edited_by_hand_is_caught(readings):
+    # Given the Fig. 8 reading's source line (its caption: runs and wall) with the run
+    # count edited
+    text = readings.all_text()
+    start = text.index("<!-- reading: 000-8 -->")
+    end = text.index("<!-- /reading -->", start)
+    block = text[start:end]
+    runs = block.index(" runs, ")
+    count_at = block.rindex(" ", 0, runs) + 1
+    edited = block[:count_at] + "7" + block[count_at:]
+    # When it is checked, then that reading is named
+    added = set(readings.check(text[:start] + edited + text[end:])) - set(readings.check(text))
+    assert added == {"000-8: the page's text is not what paper000-fig8.rounds.csv gives"}
+
+
+def test_every_number_in_a_printed_paragraph_is_one_its_record_prints(readings):
+    text = readings.all_text()
+    records = {m["records"] for m in readings.PRINTED.finditer(text)}
+    assert {"data/plan_time.txt", "data/bench_costs.txt", "data/check_model.txt"} <= records
+    assert readings.check_printed(text) == []
+
+
+def test_a_number_edited_by_hand_in_a_printed_paragraph_is_caught(readings):
+    # Given the plan-time paragraph with the floor's time edited to one the record lacks
+    text = readings.all_text()
+    at = text.index("the floor takes ")
+    value = text[at + len("the floor takes ") :].split(" ", 1)[0]
+    edited = text.replace(f"the floor takes {value} ms", "the floor takes 12.34 ms", 1)
+    # When the printed paragraphs are checked, then that paragraph and number are named
+    problems = readings.check_printed(edited)
+    assert len(problems) == 1
+    assert problems[0].startswith("printed data/plan_time.txt: the paragraph at '**Plan time**")
+    assert problems[0].endswith("states 12.34, which the record does not print")
+
+
+def test_prose_numbers_leave_out_code_links_dates_and_references(readings):
+    paragraph = (
+        "Fig. 3(a) and papers 001-004 (issue 44, 2026-11-29, `local[2]`, "
+        "[x](../data/a1.txt)): 4,500,000 tuples, p99 1.07 s, 0.8x, K = 1e6, §5."
+    )
+    assert readings.prose_numbers(paragraph) == ["4,500,000", "1.07", "0.8", "1e6"]
+    assert readings.numbers("4,500,000 and 1e6 and 0.050") == {4500000.0, 1e6, 0.05}
+
+
+def test_every_results_paragraph_with_a_number_is_traced(readings):
+    assert readings.check_results_traced() == []
+
+
+def test_an_untraced_number_on_a_results_page_is_caught(readings, tmp_path):
+    # Given a results page with a measured number in an unmarked paragraph, beside a
+    # marked one and a reading block
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# A page\n\n<!-- not measured -->\nN = 8 nodes.\n\n"
+        "<!-- reading: x -->\n0.5 s\n<!-- /reading -->\n\n"
+        "```text\n12 ms\n```\n\nThe planners route in 41.7 ms.\n",
+        encoding="utf-8",
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readings, "RESULTS", tmp_path)
+        patch.setattr(readings, "ROOT", tmp_path)
+        problems = readings.check_results_traced()
+    # Then only the unmarked paragraph is named, with its number
+    assert len(problems) == 1
+    assert problems[0].startswith("page.md: the paragraph at 'The planners route")
+    assert "states 41.7 with" in problems[0]
+
+
+def test_a_record_edited_by_hand_is_caught(readings, tmp_path):
+    # Given a copy of the committed tables and records, one digit of a record edited
+    figures, data = tmp_path / "docs" / "figures", tmp_path / "docs" / "data"
+    shutil.copytree(ROOT / "docs" / "figures", figures)
+    shutil.copytree(ROOT / "docs" / "data", data)
+    record = data / "plan_time.txt"
+    text = record.read_text(encoding="utf-8")
+    body = text.index("\n") + 1  # past the header line
+    digit = next(i for i in range(body, len(text)) if text[i] in "123456789")
+    record.write_text(text[:digit] + str(int(text[digit]) % 9 + 1) + text[digit + 1 :])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readings, "ROOT", tmp_path)
+        patch.setattr(readings, "FIGURES", figures)
+        patch.setattr(readings, "TABLE_DIGESTS", data / "tables.sha256")
+        problems = readings.check_tables()
+    assert problems == [
+        "docs/data/plan_time.txt: its bytes are not the ones the readings were rendered "
+        "from (edited by hand, or re-made without --write)"
+    ]
+
+
 def _series(readings, points, paired_across_x=False):
     """A Series over the rounds of ``points``: {(line, z): [value per round]}."""
     rows = [
