@@ -11,7 +11,7 @@ SPARK_MASTER ?=
 # User values reach commands as environment variables, never spliced into shell text.
 export CONF SPARK_MASTER
 
-.PHONY: test-faults setup run test test-fast lint bench bench-engine bench-costs crossover bench-sweep paper-figures clean \
+.PHONY: test-faults setup run test test-fast lint bench record-times bench-engine bench-costs crossover bench-sweep paper-figures clean \
 	airflow airflow-stop airflow-status browser check-model docs docs-serve
 
 $(UV):
@@ -84,6 +84,13 @@ bench: setup
 	$(RECORD) docs/data/check_model.txt -- balancebench check-model --rounds 4
 	$(UV_RUN) python benchmarks/generate.py
 	$(UV_RUN) python benchmarks/routing_overhead.py
+
+# The times the docs give for the two commands and the fault tests, recorded as they ran
+# (each about as long as the command itself; then readme_readings.py --write).
+record-times: setup
+	$(RECORD) docs/data/make_run.txt -- $(MAKE) --no-print-directory run
+	$(RECORD) docs/data/make_test.txt -- $(MAKE) --no-print-directory test
+	$(RECORD) docs/data/make_test_faults.txt -- $(MAKE) --no-print-directory test-faults
 
 # The engine against Spark's stateful operator (issue 12, targets 4a-c): about 11 minutes.
 bench-engine: setup

@@ -163,12 +163,12 @@ def test_prose_numbers_leave_out_code_links_dates_and_references(readings):
     assert readings.numbers("4,500,000 and 1e6 and 0.050") == {4500000.0, 1e6, 0.05}
 
 
-def test_every_results_paragraph_with_a_number_is_traced(readings):
-    assert readings.check_results_traced() == []
+def test_every_paragraph_with_a_number_is_traced(readings):
+    assert readings.check_numbers_traced() == []
 
 
-def test_an_untraced_number_on_a_results_page_is_caught(readings, tmp_path):
-    # Given a results page with a measured number in an unmarked paragraph, beside a
+def test_an_untraced_number_on_a_page_is_caught(readings, tmp_path):
+    # Given a page with a measured number in an unmarked paragraph, beside a
     # marked one and a reading block
     page = tmp_path / "page.md"
     page.write_text(
@@ -178,9 +178,8 @@ def test_an_untraced_number_on_a_results_page_is_caught(readings, tmp_path):
         encoding="utf-8",
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(readings, "RESULTS", tmp_path)
         patch.setattr(readings, "ROOT", tmp_path)
-        problems = readings.check_results_traced()
+        problems = readings.check_numbers_traced([page])
     # Then only the unmarked paragraph is named, with its number
     assert len(problems) == 1
     assert problems[0].startswith("page.md: the paragraph at 'The planners route")
