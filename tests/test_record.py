@@ -20,9 +20,7 @@ def recorder():
     return module
 
 
-def test_a_record_holds_what_the_command_printed_between_its_header_and_wall(
-    recorder, tmp_path
-):
+def test_a_record_holds_what_the_command_printed_between_its_header_and_wall(recorder, tmp_path):
     path = tmp_path / "out.txt"
     script = "import sys; print('floor 58.08 ms'); print('spark noise', file=sys.stderr)"
     assert recorder.record(path, [sys.executable, "-c", script]) == 0
