@@ -21,8 +21,12 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_params import dag_params
 
-from balancebench import pipeline
 from balancebench.experiment_params import DATASET_DAG_PARAMS, param_section
+from balancebench.lazy import lazy_module
+
+# The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
+# processor parses this file.
+pipeline = lazy_module("balancebench.pipeline")
 
 
 @dag(

@@ -27,8 +27,12 @@ from dag_params import dag_params
 from dag_settings import MODEL_CRON, MODEL_DRIVER_MEMORY, schedule_after_start
 from dag_steps import require_generated
 
-from balancebench import pipeline
+from balancebench.lazy import lazy_module
 from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
+
+# The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
+# processor parses this file.
+pipeline = lazy_module("balancebench.pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_sweep.py"
 

@@ -46,8 +46,12 @@ from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY, schedul
 from dag_steps import require_generated
 from spark_run import StrategyRunOperator
 
-from balancebench import pipeline
+from balancebench.lazy import lazy_module
 from balancebench.sweep_grid import SWEEP_PARAMS, sweep_param_section
+
+# The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
+# processor parses this file.
+pipeline = lazy_module("balancebench.pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 

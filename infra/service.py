@@ -285,7 +285,14 @@ def component_env(component: str, env: dict[str, str], socket_dir: Path) -> dict
     if component != "mlflow":
         return env
     password = secrets_file()["postgres"]
-    return {**env, "MLFLOW_BACKEND_STORE_URI": database_uri("mlflow", socket_dir, password)}
+    return {
+        **env,
+        "MLFLOW_BACKEND_STORE_URI": database_uri("mlflow", socket_dir, password),
+        # MLflow 3 starts a job runner and its huey consumers (7 processes, about 1.4 GB)
+        # for GenAI jobs (prompt optimisation, scorers, trace rollups) that balancebench
+        # never submits: not started, so nothing runs that the user did not ask for.
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
 
 
 def commands() -> dict[str, list[str]]:

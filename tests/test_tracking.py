@@ -69,3 +69,13 @@ def test_commands_that_open_a_new_store_at_once_all_find_it_made(tmp_path, monke
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{made}")
     names = {e.name for e in tracking.client().search_experiments()}
     assert {f"at-once-{i}" for i in range(4)} <= names
+
+
+def test_a_closed_run_prints_a_link_to_its_runs_table(local_state, capsys):
+    # MLflow's own "View run" line opens its GenAI pages (issue 46); ours carries the view
+    experiment = tracking.ensure_experiment("tracking-view-link")
+    run_id = tracking.client().create_run(experiment).info.run_id
+    tracking.end_run(run_id, "FINISHED")
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("View run ") and "(FINISHED)" in line
+    assert line.endswith(f"/#/experiments/{experiment}/runs/{run_id}?workflowType=machine_learning")

@@ -56,20 +56,17 @@ SWEEP_DAG_ID = "nightly_sweep"
 _DEFAULTS = defaults()
 
 
-def _command(
-    *args: Any, opens_store: bool = False, **kwargs: Any
-) -> Callable[[Callable[..., Any]], Any]:
+def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     """``app.command`` whose storage faults (full disk, read-only ``.local``, a file where
-    a folder should be) end in one line naming the path, exit 1, no traceback.
-    ``opens_store``: the command opens the MLflow store, so it first closes what dead
-    commands left behind (``tracking.reap_orphans``)."""
+    a folder should be) end in one line naming the path, exit 1, no traceback. A command
+    that opens the MLflow store first closes what dead commands left behind
+    (``tracking.reap_orphans``): after its inputs pass :func:`_at_the_door`, so that a
+    refused input costs no MLflow import and no store."""
 
     def register(fn: Callable[..., Any]) -> Any:
         @functools.wraps(fn)
         def guarded(*a: Any, **k: Any) -> Any:
             try:
-                if opens_store:
-                    tracking.reap_orphans()
                 return fn(*a, **k)
             except OSError as exc:
                 line = storage_error(exc)
@@ -244,7 +241,7 @@ def airflow(ctx: typer.Context) -> None:
     raise typer.Exit(_airflow(list(ctx.args)))
 
 
-@_command(opens_store=True)
+@_command()
 def run(
     conf: str = typer.Option("{}", help="DAG Params as JSON, e.g. '{\"zipf_s\": 1.2}'"),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
@@ -278,8 +275,12 @@ def _own_parent(experiment: str, invocation: str, role: str, log: Path) -> str |
         _failed("DAG run failed", f"the MLflow store cannot be read: {cause}", log)
 
 
-def _at_the_door(check: Callable[[], dict], spark_master: str | None) -> dict:
-    """``check()`` (the Params) and the master URL: a bad one exits 2 before any work."""
+def _at_the_door(
+    check: Callable[[], dict], spark_master: str | None, opens_store: bool = True
+) -> dict:
+    """``check()`` (the Params) and the master URL: a bad one exits 2 before any work.
+    Then, for a command that opens the MLflow store (``opens_store``), the store's runs
+    left RUNNING by dead commands are closed (``tracking.reap_orphans``)."""
     try:
         params = check()
         if spark_master is not None:
@@ -287,6 +288,8 @@ def _at_the_door(check: Callable[[], dict], spark_master: str | None) -> dict:
     except ValueError as exc:
         console.print(f"[red]refused before any work:[/red] {escape(terminal_safe(str(exc)))}")
         raise typer.Exit(2) from exc
+    if opens_store:
+        tracking.reap_orphans()
     return params
 
 
@@ -351,7 +354,7 @@ def check_model(
         check_inputs(params)
         return params
 
-    params = ExperimentSpec.checked(_at_the_door(check, None))
+    params = ExperimentSpec.checked(_at_the_door(check, None, opens_store=False))
     mb = _LOCAL_CLUSTER.fullmatch(spark_master)
     conf_extra = {"spark.executor.memory": f"{int(mb['mb']) * 3 // 4}m"} if mb else {}
     spark = get_session("balancebench-check-model", spark_master, conf_extra)
@@ -363,7 +366,7 @@ def check_model(
         console.print(line, markup=False, highlight=False)
 
 
-@_command(opens_store=True)
+@_command()
 def figure(
     key: str = typer.Argument(..., help=f"paper 000 figure: {', '.join(sorted(FIGURES))}"),
     conf: str = typer.Option(
@@ -373,10 +376,12 @@ def figure(
 ) -> None:
     """Run one of paper 000's experiments (``nightly_sweep`` with the Param ``figure``)
     and print its summary, figure and report page."""
-    _run_sweep({**parse_json_object(conf, "CONF"), "figure": key}, spark_master, f"figure {key}")
+    _run_sweep(
+        lambda: {**parse_json_object(conf, "CONF"), "figure": key}, spark_master, f"figure {key}"
+    )
 
 
-@_command(opens_store=True)
+@_command()
 def sweep(
     conf: str = typer.Option(
         "{}", help='sweep Params as JSON, e.g. \'{"grid_zipf_s": "1.0", "max_rounds": 8}\''
@@ -386,13 +391,15 @@ def sweep(
     """Run the ``nightly_sweep`` DAG once now (its grid from the Params, as the nightly
     schedule would) and print its summary and report page; the progress lines say which
     application and run is measuring, with the time left."""
-    _run_sweep(parse_json_object(conf, "CONF"), spark_master, "sweep")
+    _run_sweep(lambda: parse_json_object(conf, "CONF"), spark_master, "sweep")
 
 
-def _run_sweep(values: dict, spark_master: str | None, what: str) -> None:
+def _run_sweep(values: Callable[[], dict], spark_master: str | None, what: str) -> None:
+    """The sweep DAG once on the Params ``values()`` gives: read at the door, so a CONF
+    that is no JSON object is refused like any bad Param (exit 2, no traceback)."""
     from balancebench.sweep_grid import NO_FIGURE, validate_sweep_params
 
-    params = _at_the_door(lambda: validate_sweep_params(values), spark_master)
+    params = _at_the_door(lambda: validate_sweep_params(values()), spark_master)
     code, log, invocation = _dags_test(SWEEP_DAG_ID, params, spark_master)
     parent = _own_parent(params["experiment"], invocation, "sweep", log)
     shown = _sweep_report(parent) if parent else False
@@ -456,13 +463,14 @@ def _sweep_report(sweep: str) -> bool:
     return run.info.status == "FINISHED" and page.exists()
 
 
-@_command(opens_store=True)
+@_command()
 def report(
     experiment: str = typer.Option("balancebench", help="MLflow experiment"),
     parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
     sweep: str = typer.Option(None, help="A nightly_sweep parent run id: its report page"),
 ) -> bool:
     """Print the comparison table of a DAG run and where its results are."""
+    tracking.reap_orphans()
     if sweep is not None:
         return _sweep_report(sweep)
     return _run_report(experiment, parent)
@@ -691,7 +699,7 @@ def models() -> None:
     console.print(table)
 
 
-@_command("run-model", opens_store=True)
+@_command("run-model")
 def run_model(
     conf: str = typer.Option("{}", help='Params as JSON, e.g. \'{"model": "overlay"}\''),
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),

@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from balancebench.lazy import lazy_module
 from balancebench.plotting import strategy_color, strategy_order
+
+# Loaded on first use: the CLI reads its arguments without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: Columns of the comparison table, in order (all defined in ``metrics``).
 TABLE_METRICS = [

@@ -68,6 +68,9 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
         ),
         "AIRFLOW_CONN_SPARK_DEFAULT": spark_connection(master),
         "MLFLOW_TRACKING_URI": tracking_uri(),
+        # MLflow prints "View run ... at: <url>" for a server's runs, a link that opens its
+        # GenAI pages; balancebench prints its own, on the runs table (tracking.end_run).
+        "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
         "BALANCEBENCH_LOCAL": str(local_dir()),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_CONF_DIR": str(root / "infra" / "spark-conf"),

@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-import pandas as pd
+
+from balancebench.lazy import lazy_module
+
+# Loaded on first use: the CLI reads its arguments without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: The Param value that means "no figure: the grid as given".
 NO_FIGURE: Final[str] = "none"

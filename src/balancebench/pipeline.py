@@ -567,6 +567,24 @@ def _grid_text(grid: dict[str, list[Any]]) -> list[str]:
     return [f"{axis} {grid[axis]}" for axis in axes if axis in grid]
 
 
+def cell_key(applies: dict[str, Any], shared_load: bool, application: Any) -> str:
+    """A cell's history key. Same key = comparable history: same cell, same Params
+    (``applies``: the checked, normalised values that apply to its strategy: n_tuples,
+    seed, the rounds, ...), measured the same way: a run's position in its application
+    moves its timings (the report's position check), so the application's strategies and
+    cell groups (``application``) are part of the key, and whether tolerance groups share
+    a load (``shared_load``)."""
+    import hashlib
+    import json
+
+    keyed = {
+        **applies,
+        "measured_in": MEASURED_IN + (SHARED_TOLERANCES if shared_load else ""),
+        "application": application,
+    }
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @ends_runs_on_failure
 def sweep_validate_step(generated: dict[str, Any]) -> ValidationReport:
     """The GX suites of every dataset of the sweep; the first failure stops the sweep."""
@@ -605,9 +623,6 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
     (``experiment.run_groups``), each round of a cell a ``RunSpec`` like
     ``balance_experiment``'s whose run is a child of its cell. A group may spend its share
     of ``max_estimated_hours`` on rounds beyond ``min_rounds``."""
-    import hashlib
-    import json
-
     from balancebench.rounds import RoundPolicy
     from balancebench.sweep_grid import application_label, cell_groups, cells
 
@@ -639,17 +654,8 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
             cp = specs[cell.label]
             data = g.datasets[_dataset_key(cp)]
             applies = applicable_params(cp, [cell.strategy])
-            # Same key = comparable history: same cell, same Params (n_tuples, seed, the
-            # rounds, ...), measured the same way: a run's position in its application
-            # moves its timings (the report's position check), so the application's
-            # strategies and cell groups are part of the key.
             shared_load = len(tolerances[application]) > 1
-            keyed = {
-                **applies,
-                "measured_in": MEASURED_IN + (SHARED_TOLERANCES if shared_load else ""),
-                "application": shares[application],
-            }
-            key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+            key = cell_key(applies, shared_load, shares[application])
             tags = {CELL_TAG: cell.label, CELL_KEY_TAG: key, SWEEP_TAG: parent}
             cell_run = open_cell_run(
                 client,

@@ -17,11 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import pandas as pd
-
 from balancebench import tracking
 from balancebench.compare import headline_metrics, logged_name
 from balancebench.experiment import ROUND_TAG
+from balancebench.lazy import lazy_module
 from balancebench.rounds import (
     RoundPolicy,
     choose_baseline,
@@ -30,6 +29,9 @@ from balancebench.rounds import (
     verdict_text,
 )
 from balancebench.stats import Verdict, columns_over
+
+# Loaded on first use: the CLI reads its arguments without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: The column of a cell's finished rounds in every table.
 ROUNDS_FINISHED: Final[str] = "rounds_finished"

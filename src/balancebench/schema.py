@@ -299,7 +299,26 @@ def check_values(
         lines.append(f"{field}: {message}" + (f" (allowed: {allowed})" if allowed else ""))
     if lines:
         raise ValueError(f"invalid {what}: " + "; ".join(lines))
-    return merged
+    return {
+        name: normalised(properties[name], value) if name in properties else value
+        for name, value in merged.items()
+    }
+
+
+def normalised(spec: dict[str, Any], value: Any) -> Any:
+    """A checked value in its declared type, so that equal values are equal bytes wherever
+    they are hashed (a cell's key, a dataset's id, a history): a whole number given for a
+    ``number`` Param becomes a float (the trigger form sends ``1`` for ``1.0``), ``-0.0``
+    becomes ``0.0``, and the items of an array follow its ``items`` spec."""
+    kinds = spec.get("type", ())
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and "number" in kinds and "integer" not in kinds:
+        return float(value) + 0.0  # + 0.0: -0.0 becomes 0.0
+    if isinstance(value, list) and isinstance(spec.get("items"), dict):
+        return [normalised(spec["items"], item) for item in value]
+    return value
 
 
 def check_grid_size(sizes: dict[str, int], limit: int, limit_field: str) -> int:

@@ -126,7 +126,8 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "enum": [NO_FIGURE, *FIGURES],
         "default": NO_FIGURE,
         "title": "Paper 000 figure",
-        "description": "none: the grid below. Otherwise one of paper 000's experiments "
+        "description": "none: the grid of the 'Grid:' fields (workloads, strategies, "
+        "zipf_s values, N). Otherwise one of paper 000's experiments "
         "(3a, 3b: execution time; 4-5: nodes used and balance-adjustment time under "
         "scale-out; 6a, 6b: tuples per node; 7: plan time against the tolerance; 8: TOPK "
         "throughput and latency): "

@@ -398,6 +398,21 @@ def test_the_service_listens_on_loopback_only(service, sweeps):
     assert paths == [str((folder / "postgres").resolve() / ".s.PGSQL.5432")]
 
 
+def test_the_mlflow_server_runs_no_job_runner(service, sweeps):
+    # MLflow 3's default starts a job runner and huey consumers for GenAI jobs nobody here
+    # submits (7 processes, about 1.4 GB): only the server's own processes may run
+    group = int((service["folder"] / "mlflow.pid").read_text())
+    found = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True)
+    commands = [
+        Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        for pid in found.stdout.split()
+        if Path(f"/proc/{pid}/cmdline").exists()
+    ]
+    assert commands, "the MLflow server's process group is empty"
+    runners = ("huey", "mlflow.server.jobs")  # _job_runner, _executor_runner, consumers
+    assert not [c for c in commands if any(r in c for r in runners)], commands
+
+
 def test_the_report_page_renders_in_a_real_browser(service, sweeps):
     from playwright.sync_api import sync_playwright
 

@@ -84,7 +84,7 @@ def reference_choices(
     cand: np.ndarray, heavy: np.ndarray, sent: list[int], all_nodes: bool, d: int
 ) -> list[int]:
     """PKG / D-Choices / W-Choices' per-tuple choice as the plain Python loop it was
-    before it was compiled (``pkg.choose_nodes``): ``sent`` is updated in place."""
+    before it was compiled (``choice_kernels.choose_nodes``): ``sent`` is updated in place."""
     n_nodes = len(sent)
     out = []
     for i in range(len(cand)):

@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 
 from balancebench.strategies import get_strategy
-from balancebench.strategies.pkg import (
-    _sorted_member,
-    candidates,
-    choose_nodes,
-    compiled_candidates,
-)
+from balancebench.strategies.choice_kernels import choose_nodes
+from balancebench.strategies.pkg import _sorted_member, candidates, compiled_candidates
 from tests.strategies.reference import reference_choices
 
 

@@ -30,11 +30,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from balancebench.lazy import lazy_module
 from balancebench.schema import check_values, quoted
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 MANIFEST = "manifest.json"
 #: Bumped when the dataset layout changes, so cached datasets of an older layout are

@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.common import (
@@ -68,6 +67,7 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
+from balancebench.lazy import lazy_module
 from balancebench.schema import positive_number_spec
 
 SCHEMA = pa.schema(
@@ -80,6 +80,9 @@ SCHEMA = pa.schema(
         ("rate_tuples_per_s", pa.float64()),
     ]
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 #: State names by code (the code is also the index into ``(0, low, high)`` rates).
 STATES = ("idle", "work_low", "work_high")
 IDLE, WORK_LOW, WORK_HIGH = STATES

@@ -67,7 +67,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.common import (
@@ -77,6 +76,7 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
+from balancebench.lazy import lazy_module
 from balancebench.schema import positive_number_spec
 
 PACKETS_SCHEMA = pa.schema(
@@ -121,6 +121,9 @@ BURSTINESS_STATISTICS = (
     "packets_given_phases",
     "peak_packets_per_1s",
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 
 OWN_PARAMS: dict[str, dict[str, Any]] = {

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.common import (
@@ -40,6 +39,7 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
+from balancebench.lazy import lazy_module
 
 SCHEMA = pa.schema(
     [
@@ -49,6 +49,9 @@ SCHEMA = pa.schema(
         ("phone_number", pa.int64()),
     ]
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 PHONE_BASE = 13_800_000_000
 
 
@@ -140,7 +143,7 @@ class PhoneStream(Generator):
         for name in ("phone_stream_mean_from", "phone_stream_mean_to"):
             if params[name] > n - 1:
                 raise ValueError(
-                    f"{name}: {params[name]} is outside the number domain; expected a value "
+                    f"{name}: {params[name]:g} is outside the number domain; expected a value "
                     f"in [0, n_keys - 1] = [0, {n - 1}]"
                 )
         total = params["phone_stream_steps"] * params["phone_stream_cycles"]

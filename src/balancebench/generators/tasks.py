@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -62,6 +61,7 @@ from balancebench.generators.user_file import (
     words,
 )
 from balancebench.generators.zipf_stream import zipf_sampler
+from balancebench.lazy import lazy_module
 from balancebench.profiles import fit_zipf_exponent, zipf_fit_row
 from balancebench.schema import quoted
 
@@ -84,6 +84,9 @@ NODES_SCHEMA = pa.schema(
         ("capacity", pa.float64()),
     ]
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: Named node profiles: (name, cores, memory_gb); capacity = cores.
 CLUSTERS: dict[str, list[tuple[str, int, float]]] = {
@@ -256,7 +259,7 @@ class HeterogeneousTasks(Generator):
                 needed = math.ceil(sum(sizes) / min(sizes))
                 raise ValueError(
                     f"tasks_total_words: {params['tasks_total_words']} words leave task {task} "
-                    f"(size {sizes[task]}) without words; expected at least {needed} for these "
+                    f"(size {sizes[task]:g}) without words; expected at least {needed} for these "
                     "tasks_sizes"
                 )
             return

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.common import (
@@ -43,6 +42,7 @@ from balancebench.generators.common import (
     read_table,
 )
 from balancebench.generators.zipf_stream import zipf_sampler
+from balancebench.lazy import lazy_module
 from balancebench.profiles import key_counts, top_set, zipf_fit_row
 
 SCHEMA = pa.schema(
@@ -53,6 +53,9 @@ SCHEMA = pa.schema(
         ("user", pa.int64()),
     ]
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 #: Size of the hot set the drift profile watches (paper 000's TOPK reports the top 10).
 TOP_K = 10
 

@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -66,7 +65,11 @@ from balancebench.generators.common import (
     read_table,
 )
 from balancebench.generators.zipf_stream import zipf_sampler
+from balancebench.lazy import lazy_module
 from balancebench.profiles import zipf_fit_row
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: Tables in the order they are written (parents first).
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")

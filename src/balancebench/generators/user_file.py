@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -72,6 +71,7 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
+from balancebench.lazy import lazy_module
 from balancebench.schema import quoted
 
 #: A word: a maximal run of Unicode letters, digits and underscores (RE2/Java syntax).
@@ -92,6 +92,9 @@ FORMATS_BY_SUFFIX = {
 EVENTS_SCHEMA = pa.schema(
     [("tuple_id", pa.int64()), ("event_time_s", pa.float64()), ("key", pa.int64())]
 )
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 KEYS_SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.string())])
 
 

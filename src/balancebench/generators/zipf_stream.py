@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.common import (
@@ -31,7 +30,11 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
+from balancebench.lazy import lazy_module
 from balancebench.profiles import key_counts, zipf_fit_row, zipf_probabilities
+
+# Loaded on first use: the registry and its Param specs are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 SCHEMA = pa.schema(
     [

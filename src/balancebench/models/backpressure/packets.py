@@ -6,7 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from balancebench.lazy import lazy_module
+
+# Loaded on first use: the model registry and its Params are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 PACKET_COLUMNS = ("packet_id", "time_s", "branch", "size_mb", "value")
 

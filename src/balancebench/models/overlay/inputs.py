@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from balancebench.generators.onoff import OWN_PARAMS as ONOFF_PARAMS
 from balancebench.generators.onoff import OnOffSources
+from balancebench.lazy import lazy_module
+
+# Loaded on first use: the model registry and its Params are read without it (lazy.py).
+pd = lazy_module("pandas")
 
 
 class _CollectingWriter:
