@@ -36,7 +36,8 @@ def test_model_dag_logs_one_child_per_strategy_and_point(airflow_cli):
     children = tracking.child_runs(parent)
     assert len(children) == 4 and set(children["status"]) == {"FINISHED"}
     assert set(children["params.strategy"]) == {"credit", "migration"}
-    assert set(children["params.point.total_mb"]) == {"150", "300"}
+    # (a number Param, so in its declared type: the grid's 150 is 150.0, one key for both)
+    assert set(children["params.point.total_mb"]) == {"150.0", "300.0"}
     assert set(children["params.spark_master"]) == {"local[*]"}
     # And every child has the common metrics and the model's, with their definitions
     for name in ("plan_time_ms", "latency_p99_s", "throughput_mb_per_s", "completion_time_s"):
