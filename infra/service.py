@@ -418,38 +418,57 @@ def start(spark_master: str | None = None) -> None:
     print("stop with:   make airflow-stop")
 
 
-def _stop_group(component: str, pid: int) -> None:
+def _gone(pid: int) -> bool:
+    """Whether process group ``pid`` has no member left."""
+    # Reap the leader if this process started it (a start that failed): a zombie still
+    # counts as a member of its group.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, 0)
     except ProcessLookupError:
-        return
+        return True
+    return False
+
+
+def _stop_groups(groups: dict[str, int]) -> None:
+    """SIGTERM to every group of ``groups`` (component -> its group's pid) at once, then
+    wait for them together; a group still there after 30 s is killed."""
+    for pid in groups.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    waiting = dict(groups)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        # Reap the leader if this process started it (a start that failed): a zombie
-        # still counts as a member of its group.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.25)
-    print(f"{component}: did not stop in 30 s; killing its process group")
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    while waiting and time.monotonic() < deadline:
+        for component, pid in list(waiting.items()):
+            if _gone(pid):
+                print(f"{component}: stopped (pid {pid})")
+                del waiting[component]
+        time.sleep(0.1)
+    for component, pid in waiting.items():
+        print(f"{component}: did not stop in 30 s; killing its process group")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+#: The order of ``stop``: the schedulers first, together (they start task processes), then
+#: the servers the tasks and the UI use, together; PostgreSQL after them all.
+STOP_WAVES = (("triggerer", "dag-processor", "scheduler"), ("api-server", "mlflow"))
+assert sorted(c for wave in STOP_WAVES for c in wave) == sorted(COMPONENTS)
 
 
 def stop() -> None:
-    # Schedulers first (they start task processes), the stores' servers last.
-    for component in reversed(COMPONENTS):
-        pid_file = state_dir() / f"{component}.pid"
-        pid = _pid(component)
-        if pid is None:
-            print(f"{component}: not running")
-        else:
-            _stop_group(component, pid)
-            print(f"{component}: stopped (pid {pid})")
-        pid_file.unlink(missing_ok=True)
+    for wave in STOP_WAVES:
+        running = {}
+        for component in wave:
+            pid = _pid(component)
+            if pid is None:
+                print(f"{component}: not running")
+            else:
+                running[component] = pid
+        _stop_groups(running)
+        for component in wave:
+            (state_dir() / f"{component}.pid").unlink(missing_ok=True)
     stop_postgres()
 
 
