@@ -93,6 +93,9 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--conf", '{"n_nodes": 0, "n_nodes": 4}'], "n_nodes"),  # duplicate key
     (["run", "--conf", '{"experiment": "abc\\n"}'], "experiment"),  # `$` let "\n" in
     (["run", "--spark-master", "local[2]\n"], "spark_master"),
+    # a master where nothing listens: refused at the door, not 80 s later by spark-submit
+    (["run", "--spark-master", "spark://127.0.0.1:1"], "spark_master: nothing answers"),
+    (["sweep", "--spark-master", "spark://127.0.0.1:1"], "spark_master: nothing answers"),
     (["run", "--conf", '{"n_batches": 100000}'], "max_estimated_hours"),  # ~400 h of work
     (["run", "--conf", "[" * 10_000 + "]" * 10_000], "CONF"),  # RecursionError before
     (["run", "--conf", '{"a": "' + "x" * 1_000_001 + '"}'], "CONF"),

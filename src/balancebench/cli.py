@@ -33,7 +33,7 @@ from balancebench import reaper, tracking
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
-from balancebench.local_env import airflow_env, check_spark_master
+from balancebench.local_env import airflow_env, check_master_answers, check_spark_master
 from balancebench.paper000 import FIGURES
 from balancebench.paths import (
     datasets_dir,
@@ -284,7 +284,7 @@ def _at_the_door(
     try:
         params = check()
         if spark_master is not None:
-            check_spark_master(spark_master)
+            check_master_answers(spark_master)
     except ValueError as exc:
         console.print(f"[red]refused before any work:[/red] {escape(terminal_safe(str(exc)))}")
         raise typer.Exit(2) from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -36,6 +37,25 @@ def check_spark_master(master: str) -> str:
             "local[*] or spark://host:port (port 1-65535)"
         )
     return master
+
+
+def check_master_answers(master: str, timeout_s: float = 3.0) -> str:
+    """``master`` if it is local or its ``spark://host:port`` accepts a connection, else
+    ``ValueError`` naming the field: a cluster nobody started is refused at the door, not
+    80 s later by spark-submit ("All masters are unresponsive")."""
+    check_spark_master(master)
+    if not master.startswith("spark://"):
+        return master
+    host, _, port = master.removeprefix("spark://").partition(":")
+    try:
+        with socket.create_connection((host, int(port or 7077)), timeout=timeout_s):
+            return master
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ValueError(
+            f"spark_master: nothing answers at {quoted(master)} ({why}); start the cluster "
+            "(e.g. infra/spark-standalone.sh start) or give another master"
+        ) from None
 
 
 def spark_connection(master: str) -> str:
