@@ -251,9 +251,14 @@ NOT_PROSE = re.compile(
 )
 
 
+def number_value(written: str) -> float:
+    """A number as written ("4,500,000", "1e6") as its value (thousands commas dropped)."""
+    return float(written.replace(",", ""))
+
+
 def numbers(text: str) -> set[float]:
-    """The values of the numbers in ``text`` (thousands commas dropped)."""
-    return {float(m.group().replace(",", "")) for m in NUMBER.finditer(text)}
+    """The values of the numbers in ``text``."""
+    return {number_value(m.group()) for m in NUMBER.finditer(text)}
 
 
 def prose_numbers(paragraph: str) -> list[str]:
@@ -275,9 +280,7 @@ def check_printed(text: str) -> list[str]:
                 problems.append(f"printed {name}: no such record")
             else:
                 printed |= numbers(record.read_text(encoding="utf-8"))
-        stray = [
-            n for n in prose_numbers(match["prose"]) if float(n.replace(",", "")) not in printed
-        ]
+        stray = [n for n in prose_numbers(match["prose"]) if number_value(n) not in printed]
         if stray:
             first = match["prose"].splitlines()[0][:60]
             problems.append(

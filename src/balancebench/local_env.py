@@ -39,6 +39,12 @@ def check_spark_master(master: str) -> str:
     return master
 
 
+def _master_address(master: str) -> tuple[str, int]:
+    """``(host, port)`` of a checked ``spark://host[:port]`` (Spark's default port 7077)."""
+    host, _, port = master.removeprefix("spark://").partition(":")
+    return host, int(port or 7077)
+
+
 def check_master_answers(master: str, timeout_s: float = 3.0) -> str:
     """``master`` if it is local or its ``spark://host:port`` accepts a connection, else
     ``ValueError`` naming the field: a cluster nobody started is refused at the door, not
@@ -46,9 +52,8 @@ def check_master_answers(master: str, timeout_s: float = 3.0) -> str:
     check_spark_master(master)
     if not master.startswith("spark://"):
         return master
-    host, _, port = master.removeprefix("spark://").partition(":")
     try:
-        with socket.create_connection((host, int(port or 7077)), timeout=timeout_s):
+        with socket.create_connection(_master_address(master), timeout=timeout_s):
             return master
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
@@ -62,10 +67,8 @@ def spark_connection(master: str) -> str:
     """``AIRFLOW_CONN_SPARK_DEFAULT`` for a master URL (``local[*]`` or ``spark://h:p``)."""
     check_spark_master(master)
     if master.startswith("spark://"):
-        host, _, port = master.removeprefix("spark://").partition(":")
-        return json.dumps(
-            {"conn_type": "spark", "host": f"spark://{host}", "port": int(port or 7077)}
-        )
+        host, port = _master_address(master)
+        return json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": port})
     return json.dumps({"conn_type": "spark", "host": master})
 
 

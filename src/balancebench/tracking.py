@@ -295,13 +295,13 @@ def log_metric_definitions(run_id: str) -> None:
 def end_run(run_id: str, status: str, note: str | None = None) -> None:
     """Close a run; ``note`` is added to its description."""
     mlflow_client = client()
+    run = mlflow_client.get_run(run_id)
     if note:
-        before = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "")
+        before = run.data.tags.get(NOTE_TAG, "")
         mlflow_client.set_tag(run_id, NOTE_TAG, f"{before}\n\n{note}".strip())
     mlflow_client.set_terminated(run_id, status=status)
     # MLflow's own "View run" line (suppressed in the tasks' environment, local_env)
     # lands on its GenAI pages; this one opens the runs table.
-    run = mlflow_client.get_run(run_id)
     print(f"View run {run.info.run_name} ({status}) at: {ui_link(run.info.experiment_id, run_id)}")
 
 
