@@ -12,8 +12,10 @@ import argparse
 import sys
 
 from balancebench.model_experiment import ModelSweepSpec, run_model_sweep
+from balancebench.tracking import stops_when_unreachable
 
 
+@stops_when_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, help="ModelSweepSpec as JSON")

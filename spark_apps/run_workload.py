@@ -15,8 +15,10 @@ import argparse
 import sys
 
 from balancebench.experiment import GroupSpec, run_groups
+from balancebench.tracking import stops_when_unreachable
 
 
+@stops_when_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups-file", required=True, help="a JSON file of GroupSpecs")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from balancebench import reaper, tracking
 
 
@@ -79,3 +81,73 @@ def test_a_closed_run_prints_a_link_to_its_runs_table(local_state, capsys):
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith("View run ") and "(FINISHED)" in line
     assert line.endswith(f"/#/experiments/{experiment}/runs/{run_id}?workflowType=machine_learning")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # free once closed: nothing listens there
+
+
+def test_a_tracking_server_that_does_not_answer_is_named_in_one_line(local_state, monkeypatch):
+    """MLflow's client, after its retries, raises an unchained MlflowException; its
+    failure is told as the server that did not answer, not as a 4-line urllib3 trace."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    url = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(MlflowException) as refused:
+        MlflowClient(tracking_uri=url).get_run("0" * 32)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+    line = tracking.unreachable(refused.value)
+    assert line == f"the MLflow tracking server at {url} did not answer (connection refused)"
+    assert tracking.failure_cause(refused.value) == line
+    # A server that answers with an error is not one that does not answer.
+    answered = MlflowException(
+        "API request to endpoint /api/2.0/mlflow/runs/get failed with error code 500 != 200. "
+        "Response body: 'connection refused by the database'"
+    )
+    assert tracking.unreachable(answered) is None
+    assert tracking.unreachable(ConnectionError("API request to x failed with exception")) is None
+
+
+def test_a_closing_the_server_missed_is_kept_and_done_when_it_answers(
+    local_state, monkeypatch, capsys
+):
+    """A DAG step closes its runs while the tracking server is down: the closing is kept
+    on disk and done, with its cause, by the next entry point that reaches the store; a
+    closing kept for another store stays for that store."""
+    store_uri = tracking.tracking_uri()
+    experiment = tracking.ensure_experiment("tracking-pending-close")
+    tags = {"airflow.dag_id": "balance_experiment", "airflow.run_id": "manual__pending"}
+    open_run = tracking.client().create_run(experiment, tags=tags).info.run_id
+    elsewhere = tracking.client().create_run(experiment, tags=tags).info.run_id
+
+    # When the server does not answer
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    down = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", down)
+    closed = tracking.close_runs_of_dag_run(
+        "balance_experiment", "manual__pending", "FAILED", "ValueError: the step's cause"
+    )
+    # Then nothing is closed, the user is told, and the closing is kept
+    assert closed == []
+    assert f"the MLflow tracking server at {down} did not answer" in capsys.readouterr().out
+    kept = sorted((local_state / "pending-closes").glob("*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["uri"] == down
+    # (the same closing kept for this test's store, as a second entry)
+    entry = {**json.loads(kept[0].read_text()), "uri": store_uri}
+    (local_state / "pending-closes" / "9999999999999999999-1.json").write_text(json.dumps(entry))
+
+    # When an entry point reaches this store again
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store_uri)
+    monkeypatch.setattr(tracking, "_REAPED", set())
+    tracking.reap_orphans("a test entry point")
+    # Then the run is closed FAILED with the step's cause, and only this store's entry is gone
+    run = tracking.client().get_run(open_run)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[tracking.FAILURE_TAG].startswith("ValueError: the step's cause")
+    assert tracking.client().get_run(elsewhere).info.status == "FAILED"  # same DAG run
+    assert [p.name for p in (local_state / "pending-closes").glob("*.json")] == [kept[0].name]
+    kept[0].unlink()

@@ -460,8 +460,9 @@ def _failure_tagged(mlflow: Any) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        with contextlib.suppress(Exception):  # the store may be what failed
-            mlflow.set_tag(tracking.FAILURE_TAG, tracking.failure_cause(exc))
+        if not tracking.unreachable(exc):  # else nothing can be tagged
+            with contextlib.suppress(Exception):  # the store may be what failed
+                mlflow.set_tag(tracking.FAILURE_TAG, tracking.failure_cause(exc))
         raise
 
 
@@ -718,6 +719,9 @@ class _Application:
                     position,
                 )
             except Exception as exc:
+                if line := tracking.unreachable(exc):
+                    # Every later run would wait out the client's retries and fail the same.
+                    raise tracking.TrackingUnreachable(line) from None
                 self.failed.append(f"{spec.run_name}: {tracking.failure_cause(exc)}")
                 traceback.print_exc()  # the whole cause in the task log; the others go on
                 print(f"{PROGRESS} {spec.run_name} failed: {self.failed[-1]}", flush=True)
@@ -732,16 +736,24 @@ class _Application:
         rounds = None
         try:
             rounds = run_rounds(list(by_name), run, group.policy, on_round=report_round(prefix))
-        finally:
-            done = str(rounds.done) if rounds else "?"
-            why = rounds.stopped if rounds else "the application stopped during its rounds"
-            client = self.mlflow.MlflowClient()
-            for cell in group.cells:
-                if not cell.parent_run_id:
-                    continue
-                for tag, value in ((ROUNDS_DONE_TAG, done), (ROUNDS_STOPPED_TAG, why)):
-                    with contextlib.suppress(Exception):  # a store error must not hide runs
-                        client.set_tag(cell.parent_run_id, tag, value)
+        except tracking.TrackingUnreachable:
+            raise  # nothing can be written; the DAG step keeps the closing for later
+        except BaseException:
+            self._tag_rounds(group, rounds)
+            raise
+        self._tag_rounds(group, rounds)
+
+    def _tag_rounds(self, group: GroupSpec, rounds: Any) -> None:
+        """How many rounds the cells of ``group`` got, and why they stopped."""
+        done = str(rounds.done) if rounds else "?"
+        why = rounds.stopped if rounds else "the application stopped during its rounds"
+        client = self.mlflow.MlflowClient()
+        for cell in group.cells:
+            if not cell.parent_run_id:
+                continue
+            for tag, value in ((ROUNDS_DONE_TAG, done), (ROUNDS_STOPPED_TAG, why)):
+                with contextlib.suppress(Exception):  # a store error must not hide runs
+                    client.set_tag(cell.parent_run_id, tag, value)
 
 
 def _log_round(mlflow: Any, cell_run: str | None, r: int, summary: dict[str, float]) -> None:

@@ -94,6 +94,18 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
         # MLflow prints "View run ... at: <url>" for a server's runs, a link that opens its
         # GenAI pages; balancebench prints its own, on the runs table (tracking.end_run).
         "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+        # MLflow's client retries a server that does not answer 7 times, about 4 minutes
+        # for each call (built for rate-limited clouds); a task here then hung for minutes
+        # per run. Three retries (1 + 2 + 4 s) outlast a restart's blip and then fail
+        # with the server named (tracking.unreachable). A value the user set wins.
+        **{
+            name: os.environ.get(name, default)
+            for name, default in (
+                ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"),
+                ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60"),
+            )
+        },
         "BALANCEBENCH_LOCAL": str(local_dir()),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_CONF_DIR": str(root / "infra" / "spark-conf"),

@@ -11,11 +11,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -103,10 +106,12 @@ _REAPED: set[str] = set()
 
 def reap_orphans(why: str | None = None) -> None:
     """Close what dead owners left behind, once per process and store: first the process
-    groups a dead command left working, then the runs it left RUNNING (closed KILLED with
-    ``why``, by default this process's command line) and its half-written dataset
-    folders. Called by every entry point that opens runs or reads them for a user (a
-    ``balancebench`` command, a DAG step, a spark-submit application), before it does."""
+    groups a dead command left working, then the closings kept while the tracking server
+    did not answer (:func:`close_pending_runs`), then the runs a dead owner left RUNNING
+    (closed KILLED with ``why``, by default this process's command line) and its
+    half-written dataset folders. Called by every entry point that opens runs or reads
+    them for a user (a ``balancebench`` command, a DAG step, a spark-submit application),
+    before it does."""
     uri = tracking_uri()
     if uri in _REAPED:
         return
@@ -115,6 +120,7 @@ def reap_orphans(why: str | None = None) -> None:
 
     why = why or " ".join(Path(a).name for a in sys.argv[:2]) or "a command"
     reaper.stop_orphaned_groups(local_dir() / "logs")
+    close_pending_runs()
     reaper.close_orphaned_runs(store(), why)
     reaper.remove_orphaned_folders(datasets_dir())
 
@@ -311,11 +317,62 @@ FAILURE_TAG = reaper.FAILURE_TAG
 SUBMISSION_TAG = "balancebench.submission"
 
 
+class TrackingUnreachable(RuntimeError):
+    """The MLflow tracking server did not answer (its message is :func:`unreachable`'s
+    line): nothing more can be logged or closed until it does."""
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """One line naming the tracking server when ``exc`` is MLflow's client giving up on it
+    (refused, timed out, or only server errors after its retries), else None."""
+    if isinstance(exc, TrackingUnreachable):
+        return str(exc)
+    text = str(exc)
+    # MLflow's REST client wraps every transport failure, after its retries, as
+    # MlflowException("API request to <url> failed with ... exception ..."), unchained.
+    # (An HTTP answer with an error code is the server answering: not this.)
+    head = text.split(" failed with ", 1)
+    if type(exc).__name__ != "MlflowException" or not text.startswith("API request to "):
+        return None
+    if len(head) < 2 or not head[1].startswith(("exception", "timeout exception")):
+        return None
+    if head[1].startswith("timeout"):
+        why = "timed out"
+    elif "Connection refused" in text or "NewConnectionError" in text:
+        why = "connection refused"
+    elif "too many 5" in text:
+        why = "it answered only with server errors (HTTP 5xx)"
+    else:
+        why = "the connection failed"
+    return f"the MLflow tracking server at {ui_url()} did not answer ({why})"
+
+
+def stops_when_unreachable(main: Callable[..., int]) -> Callable[..., int]:
+    """An application's ``main``: when the tracking server does not answer, it says so in
+    one line on stderr and exits 1, without a traceback (the runs it opened are closed by
+    the DAG step that comes next, or once the server answers again)."""
+
+    @functools.wraps(main)
+    def guarded(*args: Any, **kwargs: Any) -> int:
+        try:
+            return main(*args, **kwargs)
+        except Exception as exc:
+            line = unreachable(exc)
+            if not line:
+                raise
+            print(f"balancebench: {line}; this application stops.", file=sys.stderr, flush=True)
+            return 1
+
+    return guarded
+
+
 def failure_cause(exc: BaseException) -> str:
     """The first line of an exception, as a run's failure reason (tag ``FAILURE_TAG``): a
-    storage fault in words (``no space left on <path>``), else ``<type>: <first line>``,
-    escaped and shortened."""
+    storage fault in words (``no space left on <path>``), the tracking server that did not
+    answer (:func:`unreachable`), else ``<type>: <first line>``, escaped and shortened."""
     if isinstance(exc, OSError) and (line := storage_error(exc)):
+        return line
+    if line := unreachable(exc):
         return line
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return terminal_safe(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 300)
@@ -327,7 +384,62 @@ def close_runs_of_dag_run(
     """Close every RUNNING run of one DAG run (tags ``airflow.dag_id``, ``airflow.run_id``;
     ``extra_filter``: more MLflow filter terms, ANDed) as ``status`` with ``cause``: a
     FAILED run carries it as ``balancebench.failure``, a KILLED one as
-    ``balancebench.killed_reason``, both in the description. Returns their ids."""
+    ``balancebench.killed_reason``, both in the description. Returns their ids.
+
+    When the tracking server does not answer (:func:`unreachable`), the closing is kept in
+    ``.local/pending-closes/`` and done by the next entry point that reaches the server
+    (:func:`reap_orphans`); returns []."""
+    try:
+        return _close_runs_of_dag_run(dag_id, run_id, status, cause, extra_filter)
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        entry = {
+            "uri": tracking_uri(),
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "status": status,
+            "cause": cause,
+            "extra_filter": extra_filter,
+            "at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+        folder = _pending_closes_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns()}-{os.getpid()}.json"
+        (folder / f".{name}").write_text(json.dumps(entry))
+        (folder / f".{name}").replace(folder / name)  # whole or absent
+        print(f"{unreachable(exc)}: closing the runs of {run_id} as {status} when it answers")
+        return []
+
+
+def _pending_closes_dir() -> Path:
+    return local_dir() / "pending-closes"
+
+
+def close_pending_runs() -> list[str]:
+    """Do the closings :func:`close_runs_of_dag_run` kept while the tracking server did
+    not answer (this store's only, oldest first: a step's FAILED with its cause comes
+    before the KILLED of the DAG run's end); returns the ids it closed."""
+    folder = _pending_closes_dir()
+    closed: list[str] = []
+    for path in sorted(folder.glob("[0-9]*.json")) if folder.is_dir() else []:
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if entry.get("uri") != tracking_uri():
+            continue
+        cause = f"{entry['cause']} (closed when the tracking server answered again)"
+        closed += _close_runs_of_dag_run(
+            entry["dag_id"], entry["run_id"], entry["status"], cause, entry["extra_filter"]
+        )
+        path.unlink(missing_ok=True)
+    return closed
+
+
+def _close_runs_of_dag_run(
+    dag_id: str, run_id: str, status: str, cause: str, extra_filter: str
+) -> list[str]:
     mlflow_client = client()
     experiments = [e.experiment_id for e in mlflow_client.search_experiments()]
     if not experiments:
