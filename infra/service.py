@@ -267,6 +267,11 @@ def service_env(socket_dir: Path, spark_master: str | None = None) -> dict[str, 
         "AIRFLOW__API__SECRET_KEY": keys["api_key"],
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        # A scheduler restarted after a crash finds its predecessor's running tasks (their
+        # supervisors died with it) and runs them again: within a minute, not Airflow's
+        # default five (the applications they started stop themselves, reaper.stop_with_
+        # launcher, and the rerun supersedes their rounds).
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "60",
         "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{mlflow_port}",
         "MLFLOW_TRACKING_USERNAME": USER,
         "MLFLOW_TRACKING_PASSWORD": keys["password"],

@@ -151,3 +151,75 @@ def test_a_closing_the_server_missed_is_kept_and_done_when_it_answers(
     assert tracking.client().get_run(elsewhere).info.status == "FAILED"  # same DAG run
     assert [p.name for p in (local_state / "pending-closes").glob("*.json")] == [kept[0].name]
     kept[0].unlink()
+
+
+def test_the_services_runs_outlive_a_scheduler_restart_but_not_a_stop(tmp_path, monkeypatch):
+    """Runs opened under the service are owned by its scheduler through its pid file: a
+    scheduler restarted after a crash (a new pid in the file) still owns them, since the
+    DAG runs go on under it; once the service is stopped (the file removed) nobody does."""
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "scheduler.pid"
+    crashed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pidfile.write_text(str(crashed.pid))
+    monkeypatch.delenv("BALANCEBENCH_OWNER_PID", raising=False)
+    monkeypatch.setenv("BALANCEBENCH_OWNER_PIDFILE", str(pidfile))
+    tag = reaper.owner_tags()[reaper.OWNER_TAG]
+    assert reaper.owner_alive(tag)
+    crashed.kill()
+    crashed.wait()
+    assert not reaper.owner_alive(tag)  # crashed, nothing restarted it
+    successor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pidfile.write_text(str(successor.pid))  # `make airflow` started a new scheduler
+        assert reaper.owner_alive(tag)
+        pidfile.unlink()  # `make airflow-stop`
+        assert not reaper.owner_alive(tag)
+    finally:
+        successor.kill()
+        successor.wait()
+    # An owner without a pid file (a command) is that process only.
+    plain = json.dumps({"host": socket.gethostname(), "pid": crashed.pid, "start": "1"})
+    assert not reaper.owner_alive(plain)
+
+
+def test_a_rerun_application_supersedes_the_rounds_of_the_earlier_one(local_state, capsys):
+    """Airflow runs an application's task again (its scheduler was lost mid-sweep): the
+    round runs the earlier run left under the cells, finished or still RUNNING, are closed
+    KILLED as superseded, and do not count as the cell's failures."""
+    from balancebench.experiment import ROUND_TAG, GroupSpec, RunSpec, _Application
+    from balancebench.experiment_params import ExperimentSpec
+    from balancebench.round_runs import failed_rounds, finished_rounds
+    from balancebench.rounds import RoundPolicy
+
+    client = tracking.client()
+    experiment = tracking.ensure_experiment("tracking-supersede")
+    cell = client.create_run(experiment).info.run_id
+    parent = {"mlflow.parentRunId": cell, tracking.ROLE_TAG: "round", ROUND_TAG: "0"}
+    earlier = [client.create_run(experiment, tags=parent).info.run_id for _ in range(3)]
+    client.set_terminated(earlier[0], "FINISHED")
+    client.set_terminated(earlier[1], "FAILED")  # (earlier[2] is left RUNNING)
+    params = ExperimentSpec.checked({"strategies": ["hash"], "n_tuples": 1000})
+    group = GroupSpec(
+        "g",
+        (RunSpec(dataset_dir="unused", strategy="hash", params=params, parent_run_id=cell),),
+        RoundPolicy(min_rounds=1, max_rounds=1),
+        str(local_state / "results"),
+    )
+    _Application(None, tracking.store(), 1)._supersede_earlier_rounds(group)
+    for run_id in earlier:
+        run = client.get_run(run_id)
+        assert run.info.status == "KILLED"
+        assert run.data.tags[reaper.SUPERSEDED_TAG] == "true"
+        assert run.data.tags[reaper.REASON_TAG].startswith("superseded: its application ran")
+    assert failed_rounds(cell) == 0 and finished_rounds(cell).empty
+    assert "3 round run(s) of an earlier run of this application superseded" in (
+        capsys.readouterr().out
+    )
+    # A round the rerun itself then finishes counts, and a real failure still does.
+    again = client.create_run(experiment, tags=parent).info.run_id
+    client.set_terminated(again, "FINISHED")
+    failed = client.create_run(experiment, tags=parent).info.run_id
+    client.set_terminated(failed, "FAILED")
+    assert len(finished_rounds(cell)) == 1 and failed_rounds(cell) == 1

@@ -601,6 +601,7 @@ def run_groups(groups: Sequence[GroupSpec], master: str | None = None) -> list[d
 
     setup_started = time.perf_counter()
     tracking.reap_orphans()  # an entry point (spark-submit): before opening runs
+    reaper.stop_with_launcher()
     mlflow = tracking.store()
     least = sum(g.policy.min_rounds * len(runs) for g, runs in zip(groups, checked, strict=True))
     spark = get_session(f"balancebench-{'-'.join(workloads)}-{least} runs", master=master)
@@ -677,6 +678,7 @@ class _Application:
         app_params: dict[str, str],
     ) -> None:
         """One group's rounds, with progress lines; its cells' runs say how they ended."""
+        self._supersede_earlier_rounds(group)
         if loaded is None:
             for run in runs:  # none was opened; the other groups still run
                 self.failed.append(f"{_label(run)}: dataset load: {self.load_error}")
@@ -742,6 +744,39 @@ class _Application:
             self._tag_rounds(group, rounds)
             raise
         self._tag_rounds(group, rounds)
+
+    def _supersede_earlier_rounds(self, group: GroupSpec) -> None:
+        """Round runs already under this group's cells come from an earlier run of this
+        application (Airflow ran its task again: a retry, or a task reset after its
+        scheduler was lost): they are closed KILLED, superseded, so that a cell counts only
+        this run's rounds (its summary and every later sweep's history read FINISHED
+        rounds). A cell is in one application only, so none of them is this run's."""
+        client = self.mlflow.MlflowClient()
+        for cell in group.cells:
+            if not cell.parent_run_id:
+                continue
+            experiment = client.get_run(cell.parent_run_id).info.experiment_id
+            earlier = client.search_runs(
+                [experiment],
+                filter_string=f"tags.mlflow.parentRunId = '{cell.parent_run_id}'",
+                max_results=5000,
+            )
+            superseded = [run for run in earlier if run.info.status != "KILLED"]
+            for run in superseded:
+                reason = (
+                    f"superseded: its application ran again at "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} (Airflow ran the task again), "
+                    f"and this run's round was measured anew; it was {run.info.status}"
+                )
+                client.set_tag(run.info.run_id, reaper.REASON_TAG, reason)
+                client.set_tag(run.info.run_id, reaper.SUPERSEDED_TAG, "true")
+                client.set_terminated(run.info.run_id, status="KILLED")
+            if superseded:
+                print(
+                    f"{PROGRESS} {cell.run_name or cell.strategy}: {len(superseded)} round "
+                    "run(s) of an earlier run of this application superseded (closed KILLED)",
+                    flush=True,
+                )
 
     def _tag_rounds(self, group: GroupSpec, rounds: Any) -> None:
         """How many rounds the cells of ``group`` got, and why they stopped."""

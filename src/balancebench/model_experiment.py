@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from balancebench import tracking
+from balancebench import reaper, tracking
 from balancebench.models import get_model
 from balancebench.models.model_sweep import (
     log_sweep,
@@ -63,6 +63,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
 
     started = time.perf_counter()
     tracking.reap_orphans()  # an entry point (spark-submit): before opening runs
+    reaper.stop_with_launcher()
     spark = get_session(f"balancebench-model-{model.name}", master=master)
     sc = spark.sparkContext
     measured: dict[str, Any] = {}

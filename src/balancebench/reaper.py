@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import socket
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +30,9 @@ OWNER_TAG = "balancebench.owner"
 REASON_TAG = "balancebench.killed_reason"
 #: Why a run ended FAILED (``REASON_TAG`` says why one ended KILLED).
 FAILURE_TAG = "balancebench.failure"
+#: On a round run closed KILLED because a rerun of its application measured the round
+#: anew (``experiment._Application``): not a failure of its cell.
+SUPERSEDED_TAG = "balancebench.superseded"
 INVOCATION_TAG = "balancebench.invocation"
 INVOCATION_ENV = "BALANCEBENCH_INVOCATION"
 TMP_DIR = re.compile(r"^\..+\.(tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
@@ -52,7 +59,10 @@ def _running_ticks(pid: int) -> str | None:
 
 
 def current_owner() -> dict[str, Any] | None:
-    """The owner of the runs this process opens (None: nobody to watch, e.g. a test)."""
+    """The owner of the runs this process opens (None: nobody to watch, e.g. a test). An
+    owner named by a pid file (the service's scheduler) is recorded with that file: the
+    scheduler restarted after a crash owns the runs its predecessor's DAG runs go on
+    with (:func:`owner_alive`)."""
     pid_text = os.environ.get("BALANCEBENCH_OWNER_PID")
     pidfile = os.environ.get("BALANCEBENCH_OWNER_PIDFILE")
     if not pid_text and pidfile:
@@ -60,13 +70,18 @@ def current_owner() -> dict[str, Any] | None:
             pid_text = Path(pidfile).read_text().strip()
         except OSError:
             return None
+    else:
+        pidfile = None
     if not pid_text or not pid_text.isdigit():
         return None
     pid = int(pid_text)
     start = _start_ticks(pid)
     if start is None:
         return None
-    return {"host": socket.gethostname(), "pid": pid, "start": start}
+    owner: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "start": start}
+    if pidfile:
+        owner["pidfile"] = str(Path(pidfile).resolve())
+    return owner
 
 
 def owner_tags() -> dict[str, str]:
@@ -82,12 +97,22 @@ def owner_tags() -> dict[str, str]:
 
 
 def owner_alive(text: str) -> bool:
-    """Whether the owner recorded in a tag still runs (another host's: assumed alive)."""
+    """Whether the owner recorded in a tag still runs (another host's: assumed alive). An
+    owner with a pid file is alive while the process that file names runs: the service's
+    ``stop`` removes the file; a crashed scheduler's file names a dead pid until the next
+    ``start`` writes its successor's."""
     try:
         owner = json.loads(text)
         if owner["host"] != socket.gethostname():
             return True
-        return _running_ticks(int(owner["pid"])) == str(owner["start"])
+        if _running_ticks(int(owner["pid"])) == str(owner["start"]):
+            return True
+        if owner.get("pidfile"):
+            successor = Path(owner["pidfile"]).read_text().strip()
+            return successor.isdigit() and _running_ticks(int(successor)) is not None
+        return False
+    except OSError:
+        return False  # the pid file is gone: the service was stopped
     except (ValueError, KeyError, TypeError):
         return True  # unreadable: never kill what we cannot judge
 
@@ -286,3 +311,44 @@ if __name__ == "__main__":  # python -m balancebench.reaper OWNER_PID GROUP_RECO
     import sys
 
     watch(int(sys.argv[1]), Path(sys.argv[2]))
+
+
+def stop_with_launcher() -> int | None:
+    """In a Spark application's driver (Python under the ``spark-submit`` JVM) that Airflow
+    started: when the Airflow process that ran ``spark-submit`` is gone (the task's
+    supervisor, lost with its scheduler), stop the JVM and this driver at once. Left
+    running, the application would go on unwatched while Airflow runs the task again,
+    and the same cells' rounds would be measured twice, side by side. Returns the pid it
+    watches, or None (not under a JVM that an Airflow process started: a user's own
+    ``spark-submit``, with ``nohup`` say, is never stopped by this)."""
+    jvm = os.getppid()
+    try:
+        comm = Path(f"/proc/{jvm}/comm").read_text().strip()
+        launcher = int(Path(f"/proc/{jvm}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        command = Path(f"/proc/{launcher}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return None
+    if comm != "java" or b"airflow" not in command:
+        return None
+    try:
+        fd = os.pidfd_open(launcher)
+    except ProcessLookupError:
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        print(
+            f"balancebench: the Airflow process that started this application (pid "
+            f"{launcher}) is gone; the application stops (Airflow runs the task again or "
+            "ends it)",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            os.kill(jvm, signal.SIGKILL)
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+    return launcher

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from balancebench import tracking
+from balancebench import reaper, tracking
 from balancebench.compare import headline_metrics, logged_name
 from balancebench.experiment import ROUND_TAG
 from balancebench.lazy import lazy_module
@@ -52,11 +52,16 @@ def finished_rounds(cell_run: str) -> pd.DataFrame:
 
 def failed_rounds(cell_run: str) -> int:
     """How many of the cell's round runs ended FAILED or KILLED (a failed Spark run: the
-    cell gets no verdict, as in its application, ``rounds.Rounds.failed``)."""
+    cell gets no verdict, as in its application, ``rounds.Rounds.failed``), not counting
+    rounds a rerun of the application superseded (``reaper.SUPERSEDED_TAG``)."""
     children = tracking.child_runs(cell_run)
     if children.empty:
         return 0
-    return int(children["status"].isin(["FAILED", "KILLED"]).sum())
+    failed = children["status"].isin(["FAILED", "KILLED"])
+    column = f"tags.{reaper.SUPERSEDED_TAG}"
+    if column in children:
+        failed &= children[column].ne("true")
+    return int(failed.sum())
 
 
 def round_figures(done: pd.DataFrame, metrics: Iterable[str]) -> dict[int, dict[str, float]]:
