@@ -64,3 +64,19 @@ SLOWEST_FIRST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Figures a test measures and prints (``record_property("printed", line)``): shown at
+    the end of the run, also from pytest-xdist's workers, whose output is not."""
+    lines = dict.fromkeys(
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == "printed"
+    )
+    if lines:
+        terminalreporter.section("figures the tests printed")
+        for line in lines:
+            terminalreporter.write_line(str(line))

@@ -1,12 +1,14 @@
 """The local Airflow service as its users run it (``make airflow``): started by its own
 script, a sweep triggered through the authenticated REST API twice (the second time one
 cell slowed on purpose, which exactly that cell's regression flag must catch; the first
-time with a manual ``balance_experiment`` beside it), MLflow read back through its server,
+time with six manual ``balance_experiment`` runs triggered at once beside it, the
+whole service's peak memory printed), MLflow read back through its server,
 Airflow's and MLflow's data found in the service's PostgreSQL, the report page opened in a
 real headless browser, and everything stopped."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import json
 import math
@@ -25,6 +27,7 @@ import pytest
 from balancebench import tracking
 from balancebench.sweep_grid import DEFAULT_GRID
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
+from tests.e2e.service_memory import COMPONENTS, PeakMemory
 
 # Sweeps of one spark-submit (two runs) each, a manual run and a sweep typed in the form:
 # on a machine the other test workers share, the module takes up to about 15 minutes (the
@@ -43,8 +46,8 @@ SWEEP = {
     # other timed figures move with the neighbours' load, not with the code.
     "regression_metrics": ["plan_time_ms_mean"],
 }
-# Triggered by hand while the first sweep runs: the two DAG runs' tasks share the scheduler,
-# the executor's slots, Airflow's database and the MLflow server.
+# Triggered by hand, MANUAL_RUNS times at once, while the first sweep runs: the DAG runs'
+# tasks share the scheduler, the executor's slots, Airflow's database and the MLflow server.
 MANUAL = {
     **TINY,
     "strategies": ["hash"],
@@ -52,7 +55,7 @@ MANUAL = {
     "max_rounds": 1,
     "experiment": "e2e-concurrent-service",
 }
-COMPONENTS = ("mlflow", "api-server", "scheduler", "dag-processor", "triggerer")
+MANUAL_RUNS = 6
 JUST_PAST = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=3)
 # What a database in trouble writes (SQLAlchemy's wrapper of driver errors, PostgreSQL's
 # lock and serialization failures, SQLite's lock).
@@ -203,17 +206,22 @@ def sweeps(service):
         assert time.monotonic() < deadline, "nightly_sweep or balance_experiment was not parsed"
         time.sleep(2)
     api.call("PATCH", "/api/v2/dags/balance_experiment", {"is_paused": False})  # as the UI does
-    # The history, with a manual run triggered while it runs.
-    sweep_run = api.trigger("nightly_sweep", SWEEP)
-    manual_run = api.trigger("balance_experiment", MANUAL)
-    first = api.wait(sweep_run)
-    manual = api.wait(manual_run)
+    # The history, with MANUAL_RUNS manual runs triggered at once while it runs, the
+    # whole service's memory sampled meanwhile.
+    with PeakMemory(service["folder"]) as memory:
+        sweep_run = api.trigger("nightly_sweep", SWEEP)
+        with concurrent.futures.ThreadPoolExecutor(MANUAL_RUNS) as pool:
+            manual_runs = list(
+                pool.map(lambda _: api.trigger("balance_experiment", MANUAL), range(MANUAL_RUNS))
+            )
+        first = api.wait(sweep_run)
+        manuals = [api.wait(run) for run in manual_runs]
     # One round each: the regression rule needs one earlier result, and the two
     # cells of a sweep already run side by side (make test's time is near its bound).
     second = api.run_dag(
         "nightly_sweep", {**SWEEP, "test_slow_cell": SLOW, "test_slow_plan_work_ms": 1500}
     )
-    return {"first": first[:2], "second": second, "concurrent": (first, manual)}
+    return {"first": first[:2], "second": second, "concurrent": (first, manuals), "memory": memory}
 
 
 def _sweep_parents():
@@ -315,22 +323,34 @@ def test_the_slowed_cell_and_only_it_is_flagged(service, sweeps):
     assert parent["tags.regressions"] != "0"
 
 
-def test_a_manual_run_beside_a_sweep_finishes_without_a_database_error(service, sweeps):
-    (sweep_state, sweep_tis, sweep), (state, tis, manual) = sweeps["concurrent"]
+def test_manual_runs_triggered_at_once_beside_a_sweep_all_finish_without_a_database_error(
+    service, sweeps, record_property
+):
+    """Six ``balance_experiment`` runs triggered through the REST API at the same moment,
+    while a sweep runs: every one finishes (their Spark tasks wait for the DAG's slots,
+    ``BALANCEBENCH_TIMED_CONCURRENCY``), no task fails, no service log holds a database
+    error, and the whole service's peak memory is printed (target: at most 16 GiB)."""
+    (sweep_state, sweep_tis, sweep), manuals = sweeps["concurrent"]
     assert sweep_state == "success", sweep_tis
-    assert state == "success", tis
+    for state, tis, _ in manuals:
+        assert state == "success", tis
+        assert {t["state"] for t in tis} == {"success"}, tis
     # They did run at the same time (ISO 8601 times in UTC compare as text).
-    assert manual["start_date"] < sweep["end_date"] and sweep["start_date"] < manual["end_date"]
+    assert all(m["start_date"] < sweep["end_date"] for _, _, m in manuals)
     mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
     parents = mlflow.search_runs(
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
     )
-    assert list(parents["status"]) == ["FINISHED"]
-    assert list(tracking.child_runs(parents.iloc[0]["run_id"])["status"]) == ["FINISHED"]
+    assert list(parents["status"]) == ["FINISHED"] * MANUAL_RUNS
+    for parent in parents["run_id"]:
+        assert list(tracking.child_runs(parent)["status"]) == ["FINISHED"]
     for log in sorted(service["folder"].glob("*.log")):
         text = log.read_text(errors="replace")
         assert not [e for e in DB_ERRORS if e in text], log
+    memory = sweeps["memory"]
+    record_property("printed", memory.line() + f" ({MANUAL_RUNS} runs and a sweep at once)")
+    assert memory.samples > 10 and memory.peak_bytes <= 16 * 2**30, memory.line()
 
 
 def _query(folder: Path, database: str, sql: str, args: tuple = ()) -> list[tuple]:

@@ -1,0 +1,216 @@
+"""The local service against its own faults, each as a user meets it: the MLflow tracking
+server killed while a run logs to it, and the scheduler killed while a sweep's Spark
+application runs. What the user sees is in the README's "What happens when...".
+
+Each fault is injected with SIGKILL to the component's process group (the pid files of
+``infra/service.py``), and the service is brought back with ``infra/service.py start``
+(``make airflow``), as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from balancebench import reaper, tracking
+from tests.e2e.conftest import ROOT, TINY
+from tests.e2e.test_service import JUST_PAST, Api, _free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.service, pytest.mark.timeout(1800)]
+
+SCRIPT = [sys.executable, str(ROOT / "infra" / "service.py")]
+# Long enough to be killed in the middle of: 2 strategies x 3 rounds of 6 batches.
+LONG = {
+    **TINY,
+    "n_tuples": 300_000,
+    "n_batches": 6,
+    "strategies": ["hash", "qmmp"],
+    "min_rounds": 3,
+    "max_rounds": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def service(local_state):
+    ports = {"AIRFLOW_PORT": _free_port(), "MLFLOW_PORT": _free_port()}
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in ports.items()},
+        "BALANCEBENCH_NIGHTLY_CRON": JUST_PAST.strftime("%M %H * * *"),  # a day away
+    }
+    started = subprocess.run(
+        [*SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT
+    )
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    folder = Path(local_state) / "service"
+    password = (folder / "password").read_text().strip()
+    api = Api(f"http://127.0.0.1:{ports['AIRFLOW_PORT']}", password)
+    deadline = time.monotonic() + 180
+    while not {"nightly_sweep", "balance_experiment"} <= {
+        d["dag_id"] for d in api.call("GET", "/api/v2/dags")["dags"]
+    }:
+        assert time.monotonic() < deadline, "the DAGs were not parsed"
+        time.sleep(2)
+    api.call("PATCH", "/api/v2/dags/balance_experiment", {"is_paused": False})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{ports['MLFLOW_PORT']}")
+        patch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        patch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        yield {"api": api, "env": env, "folder": folder, "ports": ports, "local": local_state}
+    stopped = subprocess.run(
+        [*SCRIPT, "stop"], env=env, capture_output=True, text=True, timeout=200, cwd=ROOT
+    )
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def _kill(service, component: str) -> None:
+    """SIGKILL to a component's whole process group, as a crash or the OOM killer would."""
+    os.killpg(int((service["folder"] / f"{component}.pid").read_text()), signal.SIGKILL)
+
+
+def _start_again(service) -> str:
+    """``make airflow``, as the user runs it after a fault."""
+    again = subprocess.run(
+        [*SCRIPT, "start"],
+        env=service["env"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    return again.stdout
+
+
+def _runs(experiment: str):
+    mlflow = tracking.store()
+    found = mlflow.get_experiment_by_name(experiment)
+    return mlflow.MlflowClient().search_runs([found.experiment_id], max_results=5000)
+
+
+def _wait_for_a_running_round(experiment: str, timeout: float = 400) -> None:
+    """Until a round run of the experiment is RUNNING: the application is mid-batch."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        mlflow = tracking.store()
+        if mlflow.get_experiment_by_name(experiment) is not None and any(
+            r.info.status == "RUNNING" and r.data.tags.get(tracking.ROLE_TAG) == "round"
+            for r in _runs(experiment)
+        ):
+            return
+        time.sleep(2)
+    raise AssertionError(f"no round of {experiment} started in {timeout} s")
+
+
+def _task_log(service, path: str, task: str, attempt: int = 1) -> list[str]:
+    """The events of one task attempt's log (Airflow writes one JSON object a line)."""
+    dag_id, run_id = path.split("/dags/")[1].split("/dagRuns/")
+    folder = service["local"] / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+    lines = (folder / f"task_id={task}" / f"attempt={attempt}.log").read_text().splitlines()
+    return [json.loads(line).get("event", "") for line in lines if line.startswith("{")]
+
+
+def test_the_tracking_server_killed_mid_run_fails_the_task_in_one_line(service):
+    """The MLflow server dies while a run logs to it: the task fails within a minute or
+    two with one line naming the server (not minutes of retries and a urllib3 trace);
+    after ``make airflow`` the next trigger works, and the runs the dead server left open
+    are closed FAILED with that cause, none RUNNING."""
+    api = service["api"]
+    url = f"http://127.0.0.1:{service['ports']['MLFLOW_PORT']}"
+    conf = {**LONG, "experiment": "e2e-fault-mlflow"}
+    killed_run = api.trigger("balance_experiment", conf)
+    _wait_for_a_running_round(conf["experiment"])
+    _kill(service, "mlflow")
+    killed_at = time.monotonic()
+    state, tis, _ = api.wait(killed_run, timeout=600)
+    assert state == "failed", tis
+    assert time.monotonic() - killed_at < 240  # three retries of a few seconds per call
+    events = _task_log(service, killed_run, "run_rounds/map_index=0")
+    named = [e for e in events if "did not answer" in e]
+    assert named == [
+        f"balancebench: the MLflow tracking server at {url} did not answer (connection "
+        "refused); this application stops."
+    ], events[-10:]
+    assert not any("Traceback" in e or "urllib3" in e for e in events)
+
+    assert "mlflow: started" in _start_again(service)
+    state, tis = api.run_dag(
+        "balance_experiment",
+        {
+            **TINY,
+            "strategies": ["hash"],
+            "min_rounds": 1,
+            "max_rounds": 1,
+            "experiment": conf["experiment"],
+        },
+    )
+    assert state == "success", tis
+    runs = _runs(conf["experiment"])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    dag_run_id = killed_run.rsplit("/", 1)[1]
+    left = [r for r in runs if r.data.tags.get("airflow.run_id") == dag_run_id]
+    assert {r.data.tags.get(tracking.ROLE_TAG) for r in left} >= {"parent", "cell", "round"}
+    for run in left:
+        if run.info.status == "FINISHED":
+            assert run.data.tags[tracking.ROLE_TAG] == "round"  # measured before the kill
+            continue
+        assert run.info.status == "FAILED", run.data.tags
+        assert run.data.tags[tracking.FAILURE_TAG].startswith(
+            f"the MLflow tracking server at {url} did not answer"
+        )
+    assert not list((service["local"] / "pending-closes").glob("*.json"))
+
+
+def test_the_scheduler_killed_mid_sweep_is_resumed_and_counts_each_round_once(service):
+    """The scheduler dies while a sweep's Spark application runs: the application stops
+    itself; after ``make airflow`` the new scheduler runs the task again, the sweep
+    succeeds, every cell counts exactly its rounds (the interrupted one superseded, closed
+    KILLED with the reason), and the sweep's own runs were never closed as orphans."""
+    api = service["api"]
+    grid = {"workloads": ["topk"], "strategies": ["hash", "qmmp"], "zipf_s": [1.0], "n_nodes": [4]}
+    sweep = {
+        **{k: v for k, v in LONG.items() if k not in ("n_nodes", "strategies")},
+        "grid": grid,
+        "experiment": "e2e-fault-scheduler",
+    }
+    path = api.trigger("nightly_sweep", sweep)
+    _wait_for_a_running_round(sweep["experiment"])
+    application = [
+        p.pid
+        for p in __import__("psutil").process_iter(["cmdline"])
+        if "run_workload.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert application
+    _kill(service, "scheduler")
+    time.sleep(5)
+    # The application saw its launcher go and stopped (it would run on unwatched).
+    assert not [pid for pid in application if reaper._running_ticks(pid)]
+    assert "scheduler: started" in _start_again(service)
+    state, tis, _ = api.wait(path, timeout=900)
+    assert state == "success", tis
+    attempts = {t["task_id"]: t["try_number"] for t in tis}
+    assert attempts["run_application"] == 2, tis  # run again by the new scheduler
+
+    runs = _runs(sweep["experiment"])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    by_role: dict[str, list] = {}
+    for run in runs:
+        by_role.setdefault(run.data.tags.get(tracking.ROLE_TAG), []).append(run)
+    for run in by_role["sweep"] + by_role["cell"]:
+        assert run.info.status == "FINISHED"
+        assert reaper.REASON_TAG not in run.data.tags  # never closed as an orphan
+    superseded = [r for r in by_role["round"] if reaper.SUPERSEDED_TAG in r.data.tags]
+    assert superseded and all(r.info.status == "KILLED" for r in superseded)
+    counted = [r for r in by_role["round"] if r.info.status == "FINISHED"]
+    per_cell: dict[str, list[str]] = {}
+    for run in counted:
+        per_cell.setdefault(run.data.tags["mlflow.parentRunId"], []).append(
+            run.data.tags["balancebench.round"]
+        )
+    assert sorted(map(sorted, per_cell.values())) == [["0", "1", "2"], ["0", "1", "2"]]
