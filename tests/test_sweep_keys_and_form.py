@@ -75,3 +75,15 @@ def test_a_one_skew_report_axis_has_the_one_skew_as_its_tick():
     skew_axis(ax, [1.4, 1.4, 1.4])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1.4"]
     plt.close(fig)
+
+
+def test_the_forms_empty_json_grid_is_the_grid_params_and_a_partial_one_is_refused():
+    """Airflow's trigger form shows a null JSON Param as ``{}``, and a user who touched the
+    field sends it so: ``{}`` means what null means (the grid_* Params); a grid with some
+    axes only is refused, naming them."""
+    as_null, _ = checked_sweep({"grid": None})
+    as_braces, _ = checked_sweep({"grid": {}})
+    assert as_braces["grid"] == as_null["grid"]
+    with pytest.raises(ValueError) as refused:
+        checked_sweep({"grid": {"workloads": ["topk"], "strategies": ["hash"]}})
+    assert str(refused.value).startswith("grid: ['zipf_s', 'n_nodes'] missing; allowed:")

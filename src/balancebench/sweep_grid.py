@@ -109,11 +109,12 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
     "grid": {
         "type": ["object", "null"],
         "properties": {axis: _axis(axis) for axis in (*GRID_AXES, "tolerance")},
-        "required": list(GRID_AXES),
+        # Every axis or none ({}: Airflow's form shows null as {}), checked in _one_grid.
         "additionalProperties": False,
         "default": None,
         "title": "Grid as JSON (scripts)",
-        "description": "null: the grid is the grid_* Params above. Otherwise the whole grid "
+        "description": "null or {} (the form shows null as {}): the grid is the grid_* "
+        "Params above. Otherwise the whole grid "
         'as one JSON object, e.g. {"workloads": ["topk"], "strategies": ["hash"], '
         '"zipf_s": [1.0], "n_nodes": [8]}, optionally with a "tolerance" axis '
         "(without it every cell uses the Param tolerance); then the grid_* Params must keep "
@@ -330,8 +331,14 @@ def _one_grid(params: dict[str, Any]) -> dict[str, list[Any]]:
     """The sweep's grid: the JSON ``grid`` (a script's, or a figure's) or else the
     ``grid_*`` axis Params. Both at once is refused, naming the axes set."""
     axes = {axis: _axis_values(params, axis) for axis in GRID_AXES}
-    if params["grid"] is None or params["grid"] == axes:  # (checked Params checked again)
+    if not params["grid"] or params["grid"] == axes:  # (checked Params checked again)
         return axes
+    missing = [axis for axis in GRID_AXES if axis not in params["grid"]]
+    if missing:
+        raise ValueError(
+            f"grid: {missing} missing; allowed: a grid with every axis of {list(GRID_AXES)} "
+            "(and optionally tolerance), or null / {} for the grid_* Params"
+        )
     changed = [f"grid_{axis}" for axis in GRID_AXES if axes[axis] != DEFAULT_GRID[axis]]
     if changed:
         source = "the figure" if params["figure"] != NO_FIGURE else "the JSON grid"

@@ -1,6 +1,7 @@
 """The local service against its own faults, each as a user meets it: the MLflow tracking
-server killed while a run logs to it, and the scheduler killed while a sweep's Spark
-application runs. What the user sees is in the README's "What happens when...".
+server killed while a run logs to it, the scheduler killed while a sweep's Spark
+application runs, and PostgreSQL killed under a sweep. What the user sees is in the
+README's "What happens when...".
 
 Each fault is injected with SIGKILL to the component's process group (the pid files of
 ``infra/service.py``), and the service is brought back with ``infra/service.py start``
@@ -169,35 +170,46 @@ def test_the_tracking_server_killed_mid_run_fails_the_task_in_one_line(service):
 
 def test_the_scheduler_killed_mid_sweep_is_resumed_and_counts_each_round_once(service):
     """The scheduler dies while a sweep's Spark application runs: the application stops
-    itself; after ``make airflow`` the new scheduler runs the task again, the sweep
-    succeeds, every cell counts exactly its rounds (the interrupted one superseded, closed
-    KILLED with the reason), and the sweep's own runs were never closed as orphans."""
+    itself (it would run on unwatched, beside its own rerun); after ``make airflow`` the
+    new scheduler runs the task again within a minute or two and the sweep succeeds."""
+    import psutil
+
     api = service["api"]
-    grid = {"workloads": ["topk"], "strategies": ["hash", "qmmp"], "zipf_s": [1.0], "n_nodes": [4]}
-    sweep = {
-        **{k: v for k, v in LONG.items() if k not in ("n_nodes", "strategies")},
-        "grid": grid,
-        "experiment": "e2e-fault-scheduler",
-    }
+    sweep = _sweep_conf("e2e-fault-scheduler")
     path = api.trigger("nightly_sweep", sweep)
     _wait_for_a_running_round(sweep["experiment"])
     application = [
-        p.pid
-        for p in __import__("psutil").process_iter(["cmdline"])
-        if "run_workload.py" in " ".join(p.info["cmdline"] or [])
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "run_workload.py" in (line := " ".join(p.info["cmdline"] or []))
+        and str(service["local"]) in line  # this service's (other tests run theirs)
     ]
     assert application
     _kill(service, "scheduler")
-    time.sleep(5)
-    # The application saw its launcher go and stopped (it would run on unwatched).
-    assert not [pid for pid in application if reaper._running_ticks(pid)]
+    _, alive = psutil.wait_procs(application, timeout=30)
+    assert not alive, alive
     assert "scheduler: started" in _start_again(service)
     state, tis, _ = api.wait(path, timeout=900)
     assert state == "success", tis
+    _resumed_sweep_counts_each_round_once(sweep["experiment"], tis)
+
+
+def _sweep_conf(experiment: str) -> dict:
+    grid = {"workloads": ["topk"], "strategies": ["hash", "qmmp"], "zipf_s": [1.0], "n_nodes": [4]}
+    return {
+        **{k: v for k, v in LONG.items() if k not in ("n_nodes", "strategies")},
+        "grid": grid,
+        "experiment": experiment,
+    }
+
+
+def _resumed_sweep_counts_each_round_once(experiment: str, tis: list[dict]) -> None:
+    """A sweep its scheduler ran again after a fault: the rerun's rounds count, exactly
+    once a cell; the interrupted ones are superseded (KILLED, with the reason); the sweep's
+    and cells' runs were never closed as orphans; nothing is RUNNING."""
     attempts = {t["task_id"]: t["try_number"] for t in tis}
     assert attempts["run_application"] == 2, tis  # run again by the new scheduler
-
-    runs = _runs(sweep["experiment"])
+    runs = _runs(experiment)
     assert not [r for r in runs if r.info.status == "RUNNING"]
     by_role: dict[str, list] = {}
     for run in runs:
@@ -207,10 +219,39 @@ def test_the_scheduler_killed_mid_sweep_is_resumed_and_counts_each_round_once(se
         assert reaper.REASON_TAG not in run.data.tags  # never closed as an orphan
     superseded = [r for r in by_role["round"] if reaper.SUPERSEDED_TAG in r.data.tags]
     assert superseded and all(r.info.status == "KILLED" for r in superseded)
-    counted = [r for r in by_role["round"] if r.info.status == "FINISHED"]
+    assert all(r.data.tags[reaper.REASON_TAG].startswith("superseded: ") for r in superseded)
     per_cell: dict[str, list[str]] = {}
-    for run in counted:
-        per_cell.setdefault(run.data.tags["mlflow.parentRunId"], []).append(
-            run.data.tags["balancebench.round"]
-        )
+    for run in by_role["round"]:
+        if run.info.status == "FINISHED":
+            per_cell.setdefault(run.data.tags["mlflow.parentRunId"], []).append(
+                run.data.tags["balancebench.round"]
+            )
     assert sorted(map(sorted, per_cell.values())) == [["0", "1", "2"], ["0", "1", "2"]]
+
+
+def test_postgresql_killed_mid_sweep_is_brought_back_by_make_airflow(service):
+    """PostgreSQL dies (SIGKILL to its postmaster) while a sweep's application runs: the
+    scheduler, DAG processor and triggerer exit on their database errors and the
+    application stops; ``make airflow`` starts PostgreSQL again (its crash recovery) and
+    what is missing, and the sweep is run again to a true end with each round counted
+    once. Nothing is RUNNING afterwards."""
+    api = service["api"]
+    sweep = _sweep_conf("e2e-fault-postgres")
+    path = api.trigger("nightly_sweep", sweep)
+    _wait_for_a_running_round(sweep["experiment"])
+    postmaster = int((service["folder"] / "postgres" / "postmaster.pid").read_text().split()[0])
+    os.kill(postmaster, signal.SIGKILL)
+    status = [*SCRIPT, "status"]
+    deadline = time.monotonic() + 180
+    while True:  # what the user finds: part of the service stopped
+        found = subprocess.run(status, env=service["env"], capture_output=True, text=True)
+        if "scheduler: stopped" in found.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert found.returncode == 3 and "postgres: stopped" in found.stdout, found.stdout
+    assert "`make airflow` starts what is missing" in found.stdout
+    again = _start_again(service)
+    assert "postgres: started" in again, again
+    state, tis, _ = api.wait(path, timeout=900)
+    assert state == "success", tis
+    _resumed_sweep_counts_each_round_once(sweep["experiment"], tis)
