@@ -11,9 +11,10 @@ tracking store). Run as root, the library runs PostgreSQL (which refuses root) a
 user ``pgserver`` it creates, owning the data folder. Then ``start`` runs, each in its own
 process group, with its pid file under ``.local/service/``:
 
-- ``mlflow server`` on 127.0.0.1:``MLFLOW_PORT`` (5000), basic authentication on (the
-  ``basic-auth`` app, its users in ``.local/service/mlflow-auth.db``), over the ``mlflow``
-  database, artifacts in ``.local/mlflow/artifacts`` (the tasks log through it);
+- ``mlflow server`` on 127.0.0.1:``MLFLOW_PORT`` (5000), basic authentication on (MLflow's
+  ``basic-auth`` app with one page added, ``balancebench.mlflow_app``; its users in
+  ``.local/service/mlflow-auth.db``), over the ``mlflow`` database, artifacts in
+  ``.local/mlflow/artifacts`` (the tasks log through it);
 - ``airflow api-server`` on 127.0.0.1:``AIRFLOW_PORT`` (8080), the UI and REST API, login
   required (Simple auth manager, user ``admin``);
 - ``airflow scheduler`` (LocalExecutor, ``[core] parallelism`` 4) and ``airflow
@@ -54,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
+from balancebench.mlflow_app import MODEL_TRAINING_PAGE  # noqa: E402
 from balancebench.paths import local_dir  # noqa: E402
-from balancebench.tracking import MODEL_TRAINING_VIEW  # noqa: E402
 
 BIN = Path(sys.executable).parent
 USER = "admin"
@@ -310,7 +311,7 @@ def commands() -> dict[str, list[str]]:
             str(BIN / "mlflow"),
             "server",
             "--app-name",
-            "basic-auth",
+            "balancebench",  # basic-auth, and a page (balancebench.mlflow_app)
             # --backend-store-uri: MLFLOW_BACKEND_STORE_URI (component_env)
             "--default-artifact-root",
             (store / "artifacts").as_uri(),
@@ -412,9 +413,10 @@ def start(spark_master: str | None = None) -> None:
         raise
     print()
     print(f"Airflow UI:  http://127.0.0.1:{api_port}   (user {USER})")
-    # The experiment list on MLflow's model-training pages.
+    # A page that makes the browser keep MLflow's model-training pages, then opens the
+    # experiment list (balancebench.mlflow_app).
     print(
-        f"MLflow UI:   http://127.0.0.1:{mlflow_port}/#/experiments?{MODEL_TRAINING_VIEW}"
+        f"MLflow UI:   http://127.0.0.1:{mlflow_port}{MODEL_TRAINING_PAGE}"
         f"   (user {USER}, same password)"
     )
     print(f"password:    in {state_dir() / 'password'} (readable only by you; not printed)")

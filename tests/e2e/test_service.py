@@ -173,6 +173,7 @@ def service(local_state):
         yield {
             "api": f"http://127.0.0.1:{ports['AIRFLOW_PORT']}",
             "password": password,
+            "banner": started.stdout,
             "ports": ports,
             "folder": folder,
         }
@@ -566,6 +567,31 @@ def test_mlflow_opens_on_the_runs_table_with_the_headline_apart(service, sweeps)
     assert f"/#/experiments/{exp.experiment_id}/runs?" in table_url
     assert "Token Usage" not in table_text and "Model training" in table_text
     assert [(n, int(c)) for n, c in sections] == list(per_section.items()), sections
+
+
+def test_the_banners_mlflow_link_leads_through_the_experiment_list_to_a_runs_table(service, sweeps):
+    """The MLflow link ``make airflow`` prints, followed in a fresh browser as a user does:
+    one click on an experiment in the list lands on its runs table, not on MLflow's GenAI
+    overview (which it opens by default for a browser that has not chosen)."""
+    from playwright.sync_api import sync_playwright
+
+    link = re.search(r"^MLflow UI:\s+(\S+)", service["banner"], re.M).group(1)
+    assert link.startswith("http://127.0.0.1:")
+    mlflow = tracking.store()
+    exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
+    parent = mlflow.search_runs(
+        [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
+    ).iloc[0]
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _mlflow_page(browser, service)  # a new browser context: no choice stored
+        page.goto(link)
+        page.get_by_role("link", name=MANUAL["experiment"], exact=True).click()
+        page.get_by_role("link", name=parent["tags.mlflow.runName"]).first.wait_for(timeout=60_000)
+        url, text = page.url, page.inner_text("body")
+        browser.close()
+    assert f"/#/experiments/{exp.experiment_id}/runs" in url, url
+    assert "Token Usage" not in text and "No data available" not in text
 
 
 def test_a_sweep_typed_in_the_form_and_stopped_leaves_no_run_running(service, sweeps):
