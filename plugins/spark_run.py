@@ -19,6 +19,7 @@ import contextlib
 import logging
 from typing import Any
 
+from airflow.exceptions import AirflowException
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -29,14 +30,35 @@ log = logging.getLogger(__name__)
 class StrategyRunOperator(SparkSubmitOperator):
     """``spark-submit spark_apps/run_workload.py --groups-file <file>``: one Spark
     application's cell groups, each in rounds (a DAG run's strategies, or a sweep's
-    application)."""
+    application). A ``spark-submit`` ended by a signal (its JVM killed: the OOM killer, a
+    user) fails the task with one line that says so and after which progress line, and
+    closes the runs it left RUNNING as FAILED with that line."""
+
+    def execute(self, context: Any) -> None:
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            cause = killed_by_signal(str(exc))
+            if cause is None:
+                raise
+            log.error("balancebench: %s", cause)
+            self._close_submission_runs("FAILED", cause)
+            raise AirflowException(cause) from None
 
     def on_kill(self) -> None:
         super().on_kill()
+        self._close_submission_runs(
+            "KILLED",
+            f"its Airflow task {self.task_id} was stopped (marked failed or success, "
+            "cleared, or killed by the scheduler) while it ran",
+        )
+
+    def _close_submission_runs(self, status: str, cause: str) -> None:
+        """Close the RUNNING runs this submission opened as ``status`` with ``cause``."""
         from balancebench import tracking
         from balancebench.experiment import GroupSpec
 
-        with contextlib.suppress(Exception):  # a kill must not fail on the store
+        with contextlib.suppress(Exception):  # a failing task must not fail on the store
             _, value = self.application_args[:2]
             # The runs of one submission share its tag: the first cell's names them all.
             spec = GroupSpec.read(value)[0].cells[0]
@@ -45,12 +67,36 @@ class StrategyRunOperator(SparkSubmitOperator):
                 closed = tracking.close_runs_of_dag_run(
                     spec.dag_id,
                     spec.dag_run_id,
-                    "KILLED",
-                    f"its Airflow task {self.task_id} was stopped (marked failed or success, "
-                    "cleared, or killed by the scheduler) while it ran",
+                    status,
+                    cause,
                     extra_filter=f"tags.`{tracking.SUBMISSION_TAG}` = '{submission}'",
                 )
-                log.info("closed MLflow run(s) %s as KILLED", closed)
+                log.info("closed MLflow run(s) %s as %s", closed, status)
+
+
+def killed_by_signal(message: str) -> str | None:
+    """The cause, in one line, of a ``spark-submit`` that a signal ended (the hook's
+    message ends ``Error code is: -<signal>.`` and quotes the last output lines), else
+    None. It names the last progress line the application printed."""
+    import re
+    import signal
+
+    code = re.search(r"Error code is: -(\d+)\.", message)
+    if code is None:
+        return None
+    number = int(code.group(1))
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    progress = [
+        line.split("]", 1)[1].strip()
+        for line in message.splitlines()
+        if line.startswith("[balancebench progress]")
+    ]
+    where = f"; its last progress line: {progress[-1]}" if progress else ""
+    hint = " (the OOM killer, or a user)" if number == signal.SIGKILL else ""
+    return f"the Spark application (spark-submit) was killed by {name}{hint}{where}"
 
 
 class MlflowRunsListener:

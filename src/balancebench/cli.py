@@ -414,6 +414,9 @@ def _run_sweep(values: Callable[[], dict], spark_master: str | None, what: str) 
 
 #: A log line that names a root cause, and how to say it in one line: searched before
 #: the generic failure marks, so "Task failed with exception" does not hide a full disk.
+#: How a line of balancebench's that names a failure's cause starts (after Airflow's
+#: decoration): ``balancebench: <cause>``.
+OWN_CAUSE = "balancebench: "
 ROOT_CAUSES = (
     ("No space left on device", "no space left on device"),
     ("Read-only file system", "a file system is read-only"),
@@ -436,6 +439,10 @@ def _first_error(log: Path) -> str:
             if needle in line:
                 path = re.search(r"'(/[^']{1,300})'", line)  # the file it names, if any
                 return cause + (f": {path.group(1)}" if path else "")
+    for line in lines:  # a cause balancebench put in one line (a killed JVM, a dead server)
+        if OWN_CAUSE in line:
+            own = line.split(OWN_CAUSE, 1)[1]
+            return terminal_safe(re.sub(r"\s+\[[\w.]+\]\s+loc=\S+$", "", own).strip(), 400)
     for line in lines:
         if any(m in line for m in marks):
             return terminal_safe(line.strip(), 400)
@@ -536,7 +543,10 @@ def _run_report(experiment: str, parent: str | None) -> bool:
         console.print(_verdict_table(found))
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
     out = results_dir() / parent
-    print(f"results:      {out}/comparison.csv, verdicts.csv, rounds.csv, comparison.png")
+    if (out / "comparison.csv").exists():
+        print(f"results:      {out}/comparison.csv, verdicts.csv, rounds.csv, comparison.png")
+    else:  # a run that failed before its comparison: no path to a file that is not there
+        print(f"results:      none written (the run ended {status} before its comparison)")
     print(f"datasets:     {datasets_dir()}")
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")

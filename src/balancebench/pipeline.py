@@ -34,6 +34,7 @@ from balancebench.experiment_params import (
 )
 from balancebench.generators import generate, generator_params
 from balancebench.paths import datasets_dir, results_dir, validation_dir
+from balancebench.schema import terminal_safe
 from balancebench.validation import ValidationReport, validate_dataset
 
 Step = TypeVar("Step", bound=Callable[..., Any])
@@ -363,8 +364,11 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
             f"{len(found.rounds[s])} rounds ({stopped or 'not run'})",
         )
     if not any(found.rounds.values()):
+        causes = _round_failures(found.cell_runs.values())
+        why = f"no strategy finished a round: {causes[0] if causes else short}"
+        client.set_tag(parent, tracking.FAILURE_TAG, terminal_safe(why, 300))
         tracking.end_run(parent, "FAILED", f"no strategy finished a round; {short}")
-        return False, f"no strategy finished a round: {short}"
+        return False, why
     table = comparison_table(found.columns, found.cell_runs)
     out = results_dir() / parent
     out.mkdir(parents=True, exist_ok=True)
@@ -394,10 +398,25 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     _log_parent_summary(client, parent, table, found.rows)
     text = found.verdict_text()
     if short:
+        causes = _round_failures(found.cell_runs.values())
+        why = f"strategies short of their rounds: {causes[0] if causes else short}"
+        client.set_tag(parent, tracking.FAILURE_TAG, terminal_safe(why, 300))
         tracking.end_run(parent, "FAILED", f"strategies short of their rounds: {short}")
         return False, text
     tracking.end_run(parent, "FINISHED", f"Verdicts on the paired rounds:\n{text}")
     return True, text
+
+
+def _round_failures(cell_runs: Any) -> list[str]:
+    """The causes the cells' failed round runs carry (``balancebench.failure``), first
+    seen first: what a parent that failed for want of rounds failed of."""
+    causes: list[str] = []
+    column = f"tags.{tracking.FAILURE_TAG}"
+    for cell in cell_runs:
+        rounds = tracking.child_runs(cell)
+        if column in rounds:
+            causes += [c for c in rounds[column].dropna() if c not in causes]
+    return causes
 
 
 def _log_parent_summary(client: Any, parent: str, table: Any, rows: list[Any]) -> None:

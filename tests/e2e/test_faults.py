@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,8 +26,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.faults]
 CLI = str(Path(sys.executable).parent / "balancebench")
 
 
-def _start_and_wait_for_progress(experiment: str) -> subprocess.Popen:
-    conf = json.dumps({**TINY, "experiment": experiment, "n_batches": 6})
+def _start_and_wait_for_progress(
+    experiment: str, until: str = "progress: ", **conf_values: object
+) -> subprocess.Popen:
+    """``balancebench run`` started; returns once it printed a line holding ``until``."""
+    conf = json.dumps({**TINY, "experiment": experiment, "n_batches": 6, **conf_values})
     proc = subprocess.Popen(
         [CLI, "run", "--conf", conf],
         stdout=subprocess.PIPE,
@@ -37,7 +41,7 @@ def _start_and_wait_for_progress(experiment: str) -> subprocess.Popen:
     deadline = time.monotonic() + 300
     assert proc.stdout is not None
     for line in proc.stdout:  # a Spark job is measuring a batch now
-        if "progress: " in line:  # the CLI's progress line
+        if until in line:  # the CLI's progress line
             return proc
         assert time.monotonic() < deadline, "no progress line in 300 s"
     raise AssertionError(f"the run ended before any progress (exit {proc.wait()})")
@@ -195,3 +199,65 @@ def test_a_store_that_turns_read_only_mid_run_is_left_intact_and_true(local_stat
         text=True,
     )
     assert check.stdout.strip() == "ok", check.stdout + check.stderr
+
+
+# Two strategies, six batches of 50,000 tuples: a run to kill in the middle of.
+LONGER = {"n_tuples": 300_000, "strategies": ["hash", "qmmp"], "min_rounds": 2, "max_rounds": 2}
+
+
+def _spark_jvm_of(pid: int) -> int:
+    """The ``spark-submit`` JVM that command ``pid`` started (a descendant of it)."""
+    import psutil
+
+    for child in psutil.Process(pid).children(recursive=True):
+        cmdline = " ".join(child.cmdline())
+        if child.name() == "java" and "run_workload.py" in cmdline:
+            return child.pid
+    raise AssertionError(f"no spark-submit JVM under pid {pid}")
+
+
+def test_a_strategys_spark_jvm_killed_mid_batch_fails_the_run_naming_the_signal(local_state):
+    """The JVM of the application running the strategies dies mid-batch (SIGKILL: the OOM
+    killer, a user): the command fails with one line that says so and after which batch,
+    the round that was running and the parent end FAILED with that cause, nothing is left
+    RUNNING, and no results path is printed for files that were never written."""
+    proc = _start_and_wait_for_progress("e2e-jvm-killed", "batch 1 of 6", **LONGER)
+    os.kill(_spark_jvm_of(proc.pid), signal.SIGKILL)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 1, out[-3000:]
+    cause = "the Spark application (spark-submit) was killed by SIGKILL (the OOM killer, or a user)"
+    first = next(line for line in out.splitlines() if "first error:" in line)
+    assert first.split("first error: ", 1)[1].startswith(f"{cause}; its last progress line: ")
+    assert "checked by the oracle" in first
+    assert "results:      none written (the run ended FAILED before its comparison)" in out
+    runs = _runs("e2e-jvm-killed")
+    assert "RUNNING" not in set(runs["status"])
+    by_role = {role: frame for role, frame in runs.groupby(f"tags.{ROLE_TAG}")}
+    assert set(by_role["parent"]["status"]) == {"FAILED"}
+    assert (
+        by_role["parent"]["tags.balancebench.failure"]
+        .iloc[0]
+        .startswith(f"no strategy finished a round: {cause}")
+    )
+    killed_round = by_role["round"]
+    assert list(killed_round["status"]) == ["FAILED"]
+    assert killed_round["tags.balancebench.failure"].iloc[0].startswith(cause)
+
+
+def test_the_dataset_folder_removed_mid_run_changes_nothing_of_the_run(local_state):
+    """The run's dataset folder is deleted while it runs (a user cleaning ``.local``): the
+    application loaded it before its first round, so the run finishes with every batch
+    checked by the oracle; the next run writes the dataset again."""
+    from balancebench.paths import datasets_dir
+
+    proc = _start_and_wait_for_progress("e2e-dataset-removed", "batch 1 of 6", **LONGER)
+    folders = [f for f in datasets_dir().glob("*/*") if f.is_dir() and "tmp" not in f.name]
+    assert folders
+    for folder in folders:
+        shutil.rmtree(folder)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    runs = _runs("e2e-dataset-removed")
+    assert set(runs["status"]) == {"FINISHED"}
+    rounds = runs[runs[f"tags.{ROLE_TAG}"] == "round"]
+    assert len(rounds) == 4 and set(rounds["metrics.oracle_passed"]) == {1.0}
