@@ -142,6 +142,19 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "--conf", '{"grid_zipf_s": "0.8,,1"}'], "grid_zipf_s: '0.8,,1' is not numbers"),
     (["sweep", "--conf", '{"grid_n_nodes": "4.5"}'], "grid_n_nodes"),
     (["sweep", "--conf", '{"grid_strategies": ["nope"]}'], "grid_strategies"),
+    # A key of the JSON grid is named with what that axis allows, not the grid's type.
+    (
+        [
+            "sweep",
+            "--conf",
+            '{"grid": {"workloads": [], "strategies": ["hash"], "zipf_s": [1.0], "n_nodes": [4]}}',
+        ],
+        "grid.workloads: [] should be non-empty (allowed: items from ['band', 'eq5',",
+    ),
+    (
+        ["sweep", "--conf", '{"grid": {"workloads": ["topk"], "strategies": ["hash"]}}'],
+        "grid: ['zipf_s', 'n_nodes'] missing; allowed:",
+    ),
 ]
 
 

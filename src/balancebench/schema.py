@@ -198,6 +198,20 @@ def _allowed(spec: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _spec_at(properties: dict[str, dict[str, Any]], path: list[str]) -> dict[str, Any]:
+    """The spec of the value at ``path`` (a Param, a key of an object Param such as a
+    sweep's ``grid.workloads``, an item of a list): the deepest one the schema names."""
+    spec = properties.get(path[0], {}) if path else {}
+    for step in path[1:]:
+        inner = spec.get("properties", {}).get(step)
+        if inner is None and step.isdigit() and isinstance(spec.get("items"), dict):
+            inner = spec["items"]
+        if inner is None:
+            break
+        spec = inner
+    return spec
+
+
 def _bounds(spec: dict[str, Any]) -> list[str]:
     words = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
     return [f"{word} {spec[key]}" for key, word in words.items() if key in spec]
@@ -289,7 +303,7 @@ def check_values(
     for err in sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path)):
         path = [str(p) for p in err.absolute_path]
         field = ".".join(path) or what
-        spec = properties.get(path[0], {}) if path else {}
+        spec = _spec_at(properties, path)
         allowed = _allowed(spec)
         message = err.message
         if err.validator == "pattern" and "x-allowed" in spec:  # words, not the regex
