@@ -215,6 +215,8 @@ def validate_step(generated: dict[str, Any]) -> ValidationReport:
     )
     tracking.log_validation(parent, report)
     if not report.success:
+        first = report.message().strip().splitlines()[0]
+        _tag_failure_once(tracking.client(), parent, f"the dataset failed validation: {first}")
         tracking.end_run(parent, "FAILED", report.message())
     return report
 
@@ -366,7 +368,7 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     if not any(found.rounds.values()):
         causes = _round_failures(found.cell_runs.values())
         why = f"no strategy finished a round: {causes[0] if causes else short}"
-        client.set_tag(parent, tracking.FAILURE_TAG, terminal_safe(why, 300))
+        _tag_failure_once(client, parent, why)
         tracking.end_run(parent, "FAILED", f"no strategy finished a round; {short}")
         return False, why
     table = comparison_table(found.columns, found.cell_runs)
@@ -400,11 +402,18 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     if short:
         causes = _round_failures(found.cell_runs.values())
         why = f"strategies short of their rounds: {causes[0] if causes else short}"
-        client.set_tag(parent, tracking.FAILURE_TAG, terminal_safe(why, 300))
+        _tag_failure_once(client, parent, why)
         tracking.end_run(parent, "FAILED", f"strategies short of their rounds: {short}")
         return False, text
     tracking.end_run(parent, "FINISHED", f"Verdicts on the paired rounds:\n{text}")
     return True, text
+
+
+def _tag_failure_once(client: Any, run_id: str, why: str) -> None:
+    """Tag the run's failure unless it has one: an earlier step's cause (a dataset that
+    failed validation, say) is the root, and the comparison's want of rounds follows."""
+    if tracking.FAILURE_TAG not in client.get_run(run_id).data.tags:
+        client.set_tag(run_id, tracking.FAILURE_TAG, terminal_safe(why, 300))
 
 
 def _round_failures(cell_runs: Any) -> list[str]:

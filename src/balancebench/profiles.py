@@ -58,10 +58,12 @@ def zipf_fit_row(
     bootstrap: int = 8,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """One profile row: the fit, the requested exponent and the error allowed."""
+    """One profile row: the fit, the requested exponent and the error allowed. Over one
+    key every exponent gives the same law (all tuples on it), so the requested one is
+    the fit: there is nothing to tell apart."""
     counts = np.asarray(counts)
     tuples = int(counts.sum())
-    fitted = fit_zipf_exponent(counts)
+    fitted = fit_zipf_exponent(counts) if n_keys > 1 else float(requested_s)
     draws = min(tuples, BOOTSTRAP_MAX_DRAWS)
     band = 0.0
     if draws > 0 and n_keys > 1:

@@ -123,8 +123,10 @@ def verdict_rows(
     strategies in ``order`` (the group's; those with rounds get a row), figures in the
     policy's order. None when the baseline has no finished round."""
     present = [s for s in order if rounds.get(s)]
+    if len(present) < 2:  # (none at all: a run that failed before its rounds)
+        return []
     baseline = choose_baseline(list(order), policy.baseline)
-    if baseline not in present or len(present) < 2:
+    if baseline not in present:
         return []
     found = group_verdicts({s: rounds[s] for s in present}, baseline, policy, exhausted=True)
     return [

@@ -208,6 +208,10 @@ def test_failed_validation_stops_before_spark(airflow_cli):
     parent = _parents("e2e-bad-data").iloc[0]
     assert parent["status"] == "FAILED"
     assert parent["tags.validation"] == "failed"
+    # The root cause stays the parent's: the comparison that follows (all_done) finds no
+    # rounds, and neither crashes nor overwrites it.
+    assert parent["tags.balancebench.failure"].startswith("the dataset failed validation: ")
+    assert "IndexError" not in out
     assert len(tracking.child_runs(parent["run_id"])) == 0
     saved = json.loads((validation_dir() / f"{parent['run_id']}.json").read_text())
     assert saved["success"] is False

@@ -190,3 +190,15 @@ def test_bad_input_is_named_before_anything_is_written(tmp_path, name, params, n
         generate(name, tmp_path, params)
     assert needle in str(err.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_key_fits_any_exponent():
+    """Over one key every Zipf exponent gives the same stream (all tuples on it): the
+    fit cannot tell them apart, so a one-key dataset passes (it failed validation, and
+    with it every run of `n_keys: 1`)."""
+    from balancebench.profiles import zipf_fit_row
+
+    row = zipf_fit_row(np.array([40_000]), 1, 1.2, 0.05)
+    assert row["fitted_s"] == 1.2 and row["abs_error"] == 0.0 and row["within_allowed"] == 1
+    # Two keys still tell a wrong exponent apart.
+    assert zipf_fit_row(np.array([20_000, 20_000]), 2, 1.2, 0.05)["within_allowed"] == 0
