@@ -46,6 +46,7 @@ def spark(local_state: Path):
 # starts the cluster and the service.
 SLOWEST_FIRST = (
     "tests/e2e/test_service.py",
+    "tests/e2e/test_service_faults.py",
     "tests/e2e/test_standalone_cluster.py",
     "tests/e2e/test_faults.py",
     "tests/e2e/test_faults_storage.py",
