@@ -55,9 +55,11 @@ test: setup browser
 # Fault injection (SIGTERM, SIGKILL, full and read-only disks, a lost executor), the Spark
 # standalone cluster tests and the Airflow service's (PostgreSQL, REST API, browser): the
 # long-running services start here, once; .ci/run runs it after `make test`, which stays
-# within 20 minutes (with the service test it took 19:28 of pytest alone).
+# within 20 minutes (with the service test it took 19:28 of pytest alone). Three workers,
+# one file each at a time: the two service files and the rest each mostly wait (on
+# Airflow's scheduling, on a fault's detection), and on two they took 23 minutes.
 test-faults: setup browser
-	$(UV_RUN) pytest -n 2 --dist loadfile -m "faults or cluster or service"
+	$(UV_RUN) pytest -n 3 --dist loadfile -m "faults or cluster or service"
 
 # The documentation site (Sphinx + MyST, docs/), built strictly: a warning or a broken link
 # or anchor fails it; the reference pages are generated from the code on every build.

@@ -39,6 +39,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +68,9 @@ START_TIMEOUT_S = 180.0
 PG_VERSION = 18
 PG_ROLE = "postgres"
 PG_DATABASES = ("airflow", "mlflow")
+#: Free space PostgreSQL's disk must have for ``start``: a WAL segment is 16 MiB, and a
+#: checkpoint or crash recovery may need a few.
+PG_MIN_FREE_BYTES = 64 * 2**20
 HBA_HEADER = "# infra/service.py: a password (SCRAM) on the Unix socket, nothing else"
 
 
@@ -269,10 +273,10 @@ def service_env(socket_dir: Path, spark_master: str | None = None) -> dict[str, 
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         # A scheduler restarted after a crash finds its predecessor's running tasks (their
-        # supervisors died with it) and runs them again: within a minute, not Airflow's
+        # supervisors died with it) and runs them again: within about a minute, not Airflow's
         # default five (the applications they started stop themselves, reaper.stop_with_
         # launcher, and the rerun supersedes their rounds).
-        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "60",
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
         "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{mlflow_port}",
         "MLFLOW_TRACKING_USERNAME": USER,
         "MLFLOW_TRACKING_PASSWORD": keys["password"],
@@ -371,8 +375,25 @@ def _prepare_database(env: dict[str, str]) -> None:
         raise SystemExit(f"airflow db migrate failed; see {log}")
 
 
+def _pg_disk_full() -> str | None:
+    """One line when the disk under PostgreSQL's data has less than ``PG_MIN_FREE_BYTES``
+    free (PostgreSQL cannot write its WAL or extend a table there: it stops, or fails every
+    write), else None. Its own log is on that disk too, and may not say so."""
+    folder = pg_dir()
+    free = shutil.disk_usage(folder if folder.exists() else state_dir()).free
+    if free >= PG_MIN_FREE_BYTES:
+        return None
+    return (
+        f"the disk under PostgreSQL's data ({folder}) has {free / 2**20:.1f} MiB free; it "
+        f"needs at least {PG_MIN_FREE_BYTES // 2**20} MiB: free space and re-run "
+        "`make airflow` (the data is kept as it is)"
+    )
+
+
 def start(spark_master: str | None = None) -> None:
     api_port, mlflow_port = ports()
+    if full := _pg_disk_full():  # refused before anything starts or stops
+        raise SystemExit(full)
     running = {c for c in COMPONENTS if _pid(c)}
     for component, port in (("api-server", api_port), ("mlflow", mlflow_port)):
         if component not in running and _listening(port):
@@ -495,6 +516,8 @@ def status() -> int:
             f"{database_uri('mlflow', socket_dir, None)}"
         )
         return 0
+    if full := _pg_disk_full():
+        print(full)
     if len(down) == len(states):
         print("service: stopped")
         return 0

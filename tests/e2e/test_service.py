@@ -379,8 +379,8 @@ def test_airflow_and_mlflow_keep_their_data_in_postgresql(service, sweeps):
     with pytest.raises(psycopg2.OperationalError, match="password"):
         psycopg2.connect(dbname="airflow", user="postgres", host=str(_postgres(folder)[1]))
     # The DAG runs the API server created, in the state the scheduler left them.
-    (_, _, sweep), (_, _, manual) = sweeps["concurrent"]
-    ids = (sweep["dag_run_id"], manual["dag_run_id"])
+    (_, _, sweep), manuals = sweeps["concurrent"]
+    ids = (sweep["dag_run_id"], *(manual["dag_run_id"] for _, _, manual in manuals))
     runs = _query(folder, "airflow", "SELECT run_id, state FROM dag_run WHERE run_id IN %s", (ids,))
     assert dict(runs) == dict.fromkeys(ids, "success")
     # The runs the tasks logged through the MLflow server.
