@@ -57,9 +57,10 @@ test: setup browser
 # long-running services start here, once; .ci/run runs it after `make test`, which stays
 # within 20 minutes (with the service test it took 19:28 of pytest alone). Three workers,
 # one file each at a time: the two service files and the rest each mostly wait (on
-# Airflow's scheduling, on a fault's detection), and on two they took 23 minutes.
+# Airflow's scheduling, on a fault's detection), and on two they took 23 minutes. Files go
+# out in tests/conftest.py's order (longest first), not xdist's (most tests first).
 test-faults: setup browser
-	$(UV_RUN) pytest -n 3 --dist loadfile -m "faults or cluster or service"
+	$(UV_RUN) pytest -n 3 --dist loadfile --no-loadscope-reorder -m "faults or cluster or service"
 
 # The documentation site (Sphinx + MyST, docs/), built strictly: a warning or a broken link
 # or anchor fails it; the reference pages are generated from the code on every build.

@@ -223,3 +223,23 @@ def test_a_rerun_application_supersedes_the_rounds_of_the_earlier_one(local_stat
     failed = client.create_run(experiment, tags=parent).info.run_id
     client.set_terminated(failed, "FAILED")
     assert len(finished_rounds(cell)) == 1 and failed_rounds(cell) == 1
+
+
+def test_runs_triggered_at_once_share_the_experiment_they_both_create(local_state, monkeypatch):
+    """Six runs triggered at once each found their experiment missing and created it: all
+    but one got RESOURCE_ALREADY_EXISTS, and their generate step failed. The others now
+    take the one that was made."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mlflow = tracking.store()
+    real_get = mlflow.get_experiment_by_name
+    looked = []
+
+    def missing_at_first(name):  # every caller looks before any of them creates
+        looked.append(name)
+        return None if len(looked) <= 4 else real_get(name)
+
+    monkeypatch.setattr(mlflow, "get_experiment_by_name", missing_at_first)
+    with ThreadPoolExecutor(4) as pool:
+        ids = set(pool.map(lambda _: tracking.ensure_experiment("tracking-made-at-once"), range(4)))
+    assert len(ids) == 1

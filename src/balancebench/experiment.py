@@ -761,6 +761,16 @@ class _Application:
                 filter_string=f"tags.mlflow.parentRunId = '{cell.parent_run_id}'",
                 max_results=5000,
             )
+            # The earlier run may still run (its Airflow task outlived its scheduler):
+            # stopped first, then read again, so none of its rounds ends after this one.
+            tags = {r.data.tags.get(reaper.APPLICATION_TAG, "") for r in earlier}
+            if [tag for tag in tags if tag and reaper.stop_application(tag)]:
+                print(f"{PROGRESS} stopped the earlier run of this application", flush=True)
+                earlier = client.search_runs(
+                    [experiment],
+                    filter_string=f"tags.mlflow.parentRunId = '{cell.parent_run_id}'",
+                    max_results=5000,
+                )
             superseded = [run for run in earlier if run.info.status != "KILLED"]
             for run in superseded:
                 reason = (
@@ -865,6 +875,7 @@ def _measure(
         DATASET_RUN_INDEX_TAG: str(position.on_dataset),
         **spec.tags,
         **reaper.owner_tags(),
+        **reaper.application_tag(),
     }
     if strategy.per_tuple:  # which path routed the senders' tuples, and why not the JVM
         from balancebench.spark import jvm_routing

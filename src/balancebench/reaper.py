@@ -30,6 +30,9 @@ OWNER_TAG = "balancebench.owner"
 REASON_TAG = "balancebench.killed_reason"
 #: Why a run ended FAILED (``REASON_TAG`` says why one ended KILLED).
 FAILURE_TAG = "balancebench.failure"
+#: On a run a Spark application opens: that application's driver process (host, pid,
+#: start), which a rerun of the application stops if it still runs (``stop_application``).
+APPLICATION_TAG = "balancebench.application_process"
 #: On a round run closed KILLED because a rerun of its application measured the round
 #: anew (``experiment._Application``): not a failure of its cell.
 SUPERSEDED_TAG = "balancebench.superseded"
@@ -352,3 +355,35 @@ def stop_with_launcher() -> int | None:
 
     threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
     return launcher
+
+
+def application_tag() -> dict[str, str]:
+    """This driver process, as the tag ``APPLICATION_TAG`` of the runs it opens."""
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_ticks(os.getpid())}
+    return {APPLICATION_TAG: json.dumps(me, sort_keys=True)}
+
+
+def stop_application(tag: str, wait_s: float = 30.0) -> bool:
+    """Stop the Spark application whose driver a run's ``APPLICATION_TAG`` names, if it
+    still runs on this host and is not this process: SIGKILL to its JVM (the driver's
+    parent) and to the driver. Returns whether one was stopped."""
+    try:
+        owner = json.loads(tag)
+        pid = int(owner["pid"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    if owner.get("host") != socket.gethostname() or pid == os.getpid():
+        return False
+    if _running_ticks(pid) != str(owner.get("start")):
+        return False
+    try:
+        jvm = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        if Path(f"/proc/{jvm}/comm").read_text().strip() == "java":
+            os.kill(jvm, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
+        pass
+    deadline = time.monotonic() + wait_s
+    while _running_ticks(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return True

@@ -142,11 +142,21 @@ def ensure_experiment(name: str) -> str:
         return existing.experiment_id
     location = artifact_root() / name
     location.mkdir(parents=True, exist_ok=True)
-    return mlflow.create_experiment(
-        name,
-        artifact_location=location.as_uri(),
-        tags={NOTE_TAG: EXPERIMENT_DESCRIPTION, KIND_TAG: MODEL_TRAINING},
-    )
+    try:
+        return mlflow.create_experiment(
+            name,
+            artifact_location=location.as_uri(),
+            tags={NOTE_TAG: EXPERIMENT_DESCRIPTION, KIND_TAG: MODEL_TRAINING},
+        )
+    except Exception as exc:
+        # Two runs triggered at once both found it missing: the other one made it.
+        code = getattr(exc, "error_code", "")
+        if code != "RESOURCE_ALREADY_EXISTS" and "RESOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        made = mlflow.get_experiment_by_name(name)
+        if made is None:
+            raise
+        return made.experiment_id
 
 
 def git_commit() -> str:
