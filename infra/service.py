@@ -406,6 +406,7 @@ def start(spark_master: str | None = None) -> None:
         env = service_env(socket_dir, spark_master)
         if len(running) < len(COMPONENTS):
             _prepare_database(env)
+        started: dict[str, subprocess.Popen] = {}
         for component, cmd in commands().items():
             if component in running:
                 print(f"{component}: already running (pid {_pid(component)})")
@@ -422,6 +423,7 @@ def start(spark_master: str | None = None) -> None:
                     cwd=ROOT,
                 )
             (state_dir() / f"{component}.pid").write_text(str(proc.pid))
+            started[component] = proc
             print(f"{component}: started (pid {proc.pid}, log {log})")
         _wait_http(f"http://127.0.0.1:{mlflow_port}/health", "MLflow", state_dir() / "mlflow.log")
         _wait_http(
@@ -429,6 +431,14 @@ def start(spark_master: str | None = None) -> None:
             "Airflow API server",
             state_dir() / "api-server.log",
         )
+        # An answer on the port is not proof: a server that could not bind it exits, and
+        # another program may answer there.
+        exited = [c for c, proc in started.items() if proc.poll() is not None]
+        if exited:
+            raise SystemExit(
+                f"{', '.join(exited)} exited while starting; see "
+                + ", ".join(str(state_dir() / f"{c}.log") for c in exited)
+            )
     except SystemExit:
         stop()  # nothing left half up
         raise

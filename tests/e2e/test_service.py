@@ -63,9 +63,19 @@ DB_ERRORS = ("OperationalError", "deadlock detected", "could not serialize", "da
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below Linux's ephemeral range (32768-60999): a port the kernel hands
+    out for binding 0 may be handed again, to another test worker's service or to an
+    outgoing connection, before the service binds it (it happened: two services at once)."""
+    import random
+
+    while True:
+        port = random.randint(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _listening(port: int) -> bool:
