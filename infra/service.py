@@ -339,10 +339,10 @@ def _pid(component: str) -> int | None:
         return None
     pid = int(path.read_text().strip() or 0)
     try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return None
-    return pid
+    return None if state == "Z" else pid  # a killed one not yet reaped has ended
 
 
 def _listening(port: int) -> bool:

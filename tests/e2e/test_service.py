@@ -409,7 +409,8 @@ def test_airflow_and_mlflow_keep_their_data_in_postgresql(service, sweeps):
         "SELECT count(*) FROM runs r JOIN experiments e USING (experiment_id) WHERE e.name = %s",
         (MANUAL["experiment"],),
     )
-    assert counts == [(3,)]  # the manual run's parent, its one cell and that cell's one round
+    # Each manual run's parent, its one cell and that cell's one round.
+    assert counts == [(3 * MANUAL_RUNS,)]
 
 
 def test_the_service_listens_on_loopback_only(service, sweeps):

@@ -73,8 +73,13 @@ def service(local_state):
 
 
 def _kill(service, component: str) -> None:
-    """SIGKILL to a component's whole process group, as a crash or the OOM killer would."""
-    os.killpg(int((service["folder"] / f"{component}.pid").read_text()), signal.SIGKILL)
+    """SIGKILL to a component's whole process group, as a crash or the OOM killer would;
+    returns once the group is gone (a signal is delivered, not waited for)."""
+    group = int((service["folder"] / f"{component}.pid").read_text())
+    os.killpg(group, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while reaper._running_ticks(group) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _start_again(service) -> str:
