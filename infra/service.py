@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
 from balancebench.mlflow_app import MODEL_TRAINING_PAGE  # noqa: E402
 from balancebench.paths import local_dir  # noqa: E402
+from balancebench.reaper import process_running  # noqa: E402
 
 BIN = Path(sys.executable).parent
 USER = "admin"
@@ -338,11 +339,7 @@ def _pid(component: str) -> int | None:
     if not path.exists():
         return None
     pid = int(path.read_text().strip() or 0)
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-    return None if state == "Z" else pid  # a killed one not yet reaped has ended
+    return pid if pid and process_running(pid) else None
 
 
 def _listening(port: int) -> bool:

@@ -756,21 +756,18 @@ class _Application:
             if not cell.parent_run_id:
                 continue
             experiment = client.get_run(cell.parent_run_id).info.experiment_id
-            earlier = client.search_runs(
-                [experiment],
-                filter_string=f"tags.mlflow.parentRunId = '{cell.parent_run_id}'",
-                max_results=5000,
-            )
+            where = f"tags.mlflow.parentRunId = '{cell.parent_run_id}'"
+
+            def rounds_so_far(where: str = where, experiment: str = experiment) -> list:
+                return client.search_runs([experiment], filter_string=where, max_results=5000)
+
+            earlier = rounds_so_far()
             # The earlier run may still run (its Airflow task outlived its scheduler):
             # stopped first, then read again, so none of its rounds ends after this one.
             tags = {r.data.tags.get(reaper.APPLICATION_TAG, "") for r in earlier}
             if [tag for tag in tags if tag and reaper.stop_application(tag)]:
                 print(f"{PROGRESS} stopped the earlier run of this application", flush=True)
-                earlier = client.search_runs(
-                    [experiment],
-                    filter_string=f"tags.mlflow.parentRunId = '{cell.parent_run_id}'",
-                    max_results=5000,
-                )
+                earlier = rounds_so_far()
             superseded = [run for run in earlier if run.info.status != "KILLED"]
             for run in superseded:
                 reason = (

@@ -61,6 +61,12 @@ def _running_ticks(pid: int) -> str | None:
     return None if state == "Z" else _start_ticks(pid)
 
 
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a killed one its parent has not
+    reaped yet has ended)."""
+    return _running_ticks(pid) is not None
+
+
 def current_owner() -> dict[str, Any] | None:
     """The owner of the runs this process opens (None: nobody to watch, e.g. a test). An
     owner named by a pid file (the service's scheduler) is recorded with that file: the
@@ -112,7 +118,7 @@ def owner_alive(text: str) -> bool:
             return True
         if owner.get("pidfile"):
             successor = Path(owner["pidfile"]).read_text().strip()
-            return successor.isdigit() and _running_ticks(int(successor)) is not None
+            return successor.isdigit() and process_running(int(successor))
         return False
     except OSError:
         return False  # the pid file is gone: the service was stopped
@@ -384,6 +390,6 @@ def stop_application(tag: str, wait_s: float = 30.0) -> bool:
     except (OSError, ValueError, IndexError):
         pass
     deadline = time.monotonic() + wait_s
-    while _running_ticks(pid) is not None and time.monotonic() < deadline:
+    while process_running(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     return True

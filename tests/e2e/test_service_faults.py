@@ -78,20 +78,26 @@ def _kill(service, component: str) -> None:
     group = int((service["folder"] / f"{component}.pid").read_text())
     os.killpg(group, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while reaper._running_ticks(group) is not None and time.monotonic() < deadline:
+    while reaper.process_running(group) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
-def _start_again(service) -> str:
-    """``make airflow``, as the user runs it after a fault."""
-    again = subprocess.run(
-        [*SCRIPT, "start"],
+def _service_script(service, command: str) -> subprocess.CompletedProcess:
+    """``infra/service.py start|stop|status`` on this module's service (``make airflow``,
+    ``make airflow-stop``, ``make airflow-status``)."""
+    return subprocess.run(
+        [*SCRIPT, command],
         env=service["env"],
         capture_output=True,
         text=True,
         timeout=400,
         cwd=ROOT,
     )
+
+
+def _start_again(service) -> str:
+    """``make airflow``, as the user runs it after a fault."""
+    again = _service_script(service, "start")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     return again.stdout
 
@@ -251,10 +257,9 @@ def test_postgresql_killed_mid_sweep_is_brought_back_by_make_airflow(service):
     _wait_for_a_running_round(sweep["experiment"])
     postmaster = int((service["folder"] / "postgres" / "postmaster.pid").read_text().split()[0])
     os.kill(postmaster, signal.SIGKILL)
-    status = [*SCRIPT, "status"]
     deadline = time.monotonic() + 180
     while True:  # what the user finds: part of the service stopped
-        found = subprocess.run(status, env=service["env"], capture_output=True, text=True)
+        found = _service_script(service, "status")
         if "scheduler: stopped" in found.stdout or time.monotonic() > deadline:
             break
         time.sleep(3)
@@ -308,7 +313,7 @@ def test_postgresql_on_a_full_disk_is_named_and_loses_nothing(service):
     api, folder = service["api"], service["folder"]
     before = {k: v for k, v in _every_run().items() if v != "RUNNING"}  # ended ones
     pg = folder / "postgres"
-    subprocess.run([*SCRIPT, "stop"], env=service["env"], check=True, timeout=200, cwd=ROOT)
+    _service_script(service, "stop").check_returncode()
     kept = folder / "postgres.before-tmpfs"
     pg.rename(kept)
     pg.mkdir()
@@ -335,14 +340,7 @@ def test_postgresql_on_a_full_disk_is_named_and_loses_nothing(service):
             os.ftruncate(fd, max(0, os.fstat(fd).st_size - 8 * 2**20))  # 8 MiB left
         finally:
             os.close(fd)
-        refused = subprocess.run(
-            [*SCRIPT, "start"],
-            env=service["env"],
-            capture_output=True,
-            text=True,
-            timeout=200,
-            cwd=ROOT,
-        )
+        refused = _service_script(service, "start")
         assert refused.returncode == 1
         assert f"the disk under PostgreSQL's data ({pg}) has " in refused.stderr
         assert "MiB free" in refused.stderr and "free space and re-run" in refused.stderr
@@ -360,7 +358,7 @@ def test_postgresql_on_a_full_disk_is_named_and_loses_nothing(service):
         assert state == "success", tis
         assert not [r for r in _runs("e2e-fault-disk") if r.info.status == "RUNNING"]
     finally:
-        subprocess.run([*SCRIPT, "stop"], env=service["env"], timeout=200, cwd=ROOT)
+        _service_script(service, "stop")
         subprocess.run(["umount", "-l", str(pg)], check=True)
         pg.rmdir()
         kept.rename(pg)
