@@ -42,9 +42,9 @@ def spark(local_state: Path):
 # finish. `make test-faults` has five files on three workers: the first and the fourth go
 # to one worker, the second and the fifth to another, the third runs alone, so the longest
 # file is third. About these minutes per file (from the workers' temporary folders) in one
-# `make test-faults` (2026-11-29, three workers on
-# 2 cores, each slowed by the others): service faults 21, faults 12, service 10, cluster 9,
-# storage 6; the run took 25 with service faults and storage on one worker.
+# `make test-faults` (2026-11-29, three workers on 2 cores, each slowed by the others):
+# service faults 21, faults 12, service 10, cluster 9, storage 6; the run took 25 with
+# service faults and storage on one worker.
 # `make test`'s files follow, longest first (seconds in one `make test` on a clean clone,
 # 2026-11-25: engine 608, DAG run 415, join architectures 333, baselines 287, model DAG
 # 234, bad inputs 99, dataset DAG 55, plans 48, TPC-H 37).
