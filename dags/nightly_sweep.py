@@ -9,7 +9,7 @@ experiments instead (its grid and Params fixed, scaled as `balancebench.paper000
 and also draws the paper-style figure (on the parent run, under `figure/`). Runs every night at
 `BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
-Wiring only; every step is a function of `balancebench.pipeline`.
+Wiring only; every step is a function of `balancebench.sweep_pipeline`.
 
 1. **generate**: checks the Params (grid, rounds and every shared Param: a bad
    choice fails here, naming the field), writes or reuses one seeded dataset per
@@ -51,7 +51,7 @@ from balancebench.sweep_grid import SWEEP_PARAMS, sweep_param_section
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-pipeline = lazy_module("balancebench.pipeline")
+sweep_pipeline = lazy_module("balancebench.sweep_pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 
@@ -72,21 +72,21 @@ def nightly_sweep() -> None:
     def generate() -> dict:
         """Seeded datasets + the sweep's MLflow parent run."""
         ctx = get_current_context()
-        return pipeline.sweep_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+        return sweep_pipeline.sweep_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
 
     @task
     def validate(generated: dict) -> list[dict]:
         """Great Expectations gate; on success, one spark-submit per Spark application."""
-        report = pipeline.sweep_validate_step(generated)
+        report = sweep_pipeline.sweep_validate_step(generated)
         if not report.success:
             raise AirflowFailException(report.message())
-        return pipeline.sweep_submissions(generated, TIMED_CONCURRENCY)
+        return sweep_pipeline.sweep_submissions(generated, TIMED_CONCURRENCY)
 
     @task(trigger_rule="all_done")
     def summarize(generated: dict) -> dict:
         """Statistics per cell, regressions, the report page; closes the sweep's runs."""
         require_generated(generated)
-        result = pipeline.sweep_summarize_step(generated)
+        result = sweep_pipeline.sweep_summarize_step(generated)
         print(result["summary"])
         print(f"report: {result['report']}")
         if result["figure"]:

@@ -33,13 +33,22 @@ from balancebench.workloads import WORKLOADS, get_workload
 GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nodes")
 
 _FROM_GRID = {"workload", "strategies", "zipf_s", "n_nodes"}
-#: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param.
+_VALUE_RULES = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _value_rules(spec: dict[str, Any]) -> dict[str, Any]:
+    """What one value of a Param must be (its type, enum and bounds), from its own spec."""
+    return {rule: spec[rule] for rule in _VALUE_RULES if rule in spec}
+
+
+#: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param,
+#: taken from the experiment Param the axis sets (one rule, one place: the Param's).
 _AXIS_ITEMS: dict[str, dict[str, Any]] = {
-    "workloads": {"type": "string", "enum": sorted(WORKLOADS)},
-    "strategies": {"type": "string", "enum": sorted(STRATEGIES)},
-    "zipf_s": {"type": "number", "minimum": 0, "maximum": 5},
-    "n_nodes": {"type": "integer", "minimum": 1, "maximum": 1024},
-    "tolerance": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+    "workloads": _value_rules(EXPERIMENT_PARAMS["workload"]),
+    "strategies": _value_rules(EXPERIMENT_PARAMS["strategies"]["items"]),
+    "zipf_s": _value_rules(EXPERIMENT_PARAMS["zipf_s"]),
+    "n_nodes": _value_rules(EXPERIMENT_PARAMS["n_nodes"]),
+    "tolerance": _value_rules(EXPERIMENT_PARAMS["tolerance"]),
 }
 DEFAULT_GRID: Final[dict[str, list[Any]]] = {
     "workloads": ["topk"],

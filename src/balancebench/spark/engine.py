@@ -42,8 +42,9 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   stored tuples for a join); the engine runs the batch around it. Aggregation: each node
   counts its tuples per key and adds them to its state; the window's answer merges the
   partials of every node per key at the key's home node ``F(k)`` (a split key's partials
-  travel there; that merge is node work; TOPK: the ``top_k`` keys by count, ties to the
-  smaller key). Join (paper 000 Algorithm 1, with MNRT's two-stream rule for split keys,
+  travel there; that merge is node work). The answer is the whole ``(key, count)``
+  table of the window, for TOPK too: the oracle checks the whole table, and only for
+  display takes its ``top_k`` keys by count (ties to the smaller key). Join (paper 000 Algorithm 1, with MNRT's two-stream rule for split keys,
   ``routers``): each node joins the probes it received with the tuples it stores of the
   other side (its pieces and the batch's new stored tuples) on the operator's key range
   (``Operator.key_offsets``: the same key for an equi-join, keys within ``band_width``

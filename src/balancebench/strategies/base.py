@@ -178,7 +178,6 @@ class Strategy(ABC):
         self.settings.update(params)
         self.routing: Any = None
         if n_nodes is not None:
-            _check_n_nodes(n_nodes)
             self.routing = self.initial_router(n_nodes)
 
     @classmethod
@@ -210,10 +209,11 @@ class Strategy(ABC):
     def plan(self, loads: KeyLoads, n_nodes: int, tolerance: float) -> MigrationPlan:
         """Plan a migration for the window ``loads``; the strategy adopts its router.
 
-        ``tolerance`` (in (0, 10]) was checked once, with the other Params, at the door
-        (``ExperimentSpec.checked``); it is not checked again here."""
-        _check_n_nodes(n_nodes)
-        loads.check_nodes(n_nodes)
+        ``n_nodes`` (an integer in [1, 1024], and a shape the strategy can take:
+        :meth:`check_n_nodes`) and ``tolerance`` (in (0, 10]) were checked once, with the
+        other Params, at the door (``ExperimentSpec.checked``); they are not checked again
+        here. That the window's loads lie on these nodes is an invariant of the engine."""
+        loads.assert_on_nodes(n_nodes)
         if self.routing is None and self.plans:
             self.adopt(loads, n_nodes)
         router = self.routing_for(n_nodes)
@@ -248,11 +248,6 @@ def _busy_work(until: float) -> None:
     x = 0
     while plan_clock() < until:
         x += 1
-
-
-def _check_n_nodes(n_nodes: int) -> None:
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 1:
-        raise ValueError(f"n_nodes must be an integer >= 1, got {n_nodes!r}")
 
 
 def _view(

@@ -479,7 +479,6 @@ class BiStream(JoinArchitecture):
                 r_size = (n_nodes + 1) // 2
             s_start, s_size = r_size, n_nodes - r_size
         k = self.n_subgroups()
-        self.check_n_nodes(n_nodes, self.settings)
         r_k, s_k = min(k, r_size), min(k, s_size)  # both k except Bi on one node
         rule = "none"
         lo, span = 0, 1
