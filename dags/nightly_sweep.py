@@ -5,9 +5,9 @@ The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes
 cell group (the cells that differ only in the strategy) in paired, rotated rounds, every
 strategy judged against the group's baseline, every cell compared with its own history.
 With the Param `figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's
-experiments instead (its grid and Params fixed, scaled as `balancebench.paper000` states)
+experiments instead (its grid and Params fixed, scaled as `balancebench.paper000_figures` states)
 and also draws the paper-style figure (on the parent run, under `figure/`). Runs every night at
-`BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
+`BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `dags/dag_support/settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
 Wiring only; every step is a function of `balancebench.sweep_pipeline`.
 
@@ -41,9 +41,14 @@ from pathlib import Path
 
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from dag_params import dag_params
-from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY, schedule_after_start
-from dag_steps import require_generated
+from dag_support.params import dag_params
+from dag_support.settings import (
+    DRIVER_MEMORY,
+    NIGHTLY_CRON,
+    TIMED_CONCURRENCY,
+    schedule_after_start,
+)
+from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench.lazy import lazy_module
@@ -72,7 +77,9 @@ def nightly_sweep() -> None:
     def generate() -> dict:
         """Seeded datasets + the sweep's MLflow parent run."""
         ctx = get_current_context()
-        return sweep_pipeline.sweep_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+        return sweep_pipeline.sweep_generate_step(
+            dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"]
+        )
 
     @task
     def validate(generated: dict) -> list[dict]:

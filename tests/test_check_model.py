@@ -13,7 +13,7 @@ from balancebench.spark.check_model import (
     report,
     same_ranking,
 )
-from balancebench.spark.task_metrics import stage_wall_s
+from balancebench.spark.rest_task_metrics import stage_wall_s
 
 
 def check(name: str, r: int, b: int, model: float, measured: float) -> BatchCheck:

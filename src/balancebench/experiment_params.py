@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
-from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
+from balancebench.metric_definitions import DEFAULT_BANDWIDTH_MB_PER_S
 from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
 from balancebench.strategies import (
     STRATEGIES,
@@ -29,6 +29,7 @@ from balancebench.workloads import (
     check_strategy,
     get_workload,
 )
+
 
 def _workloads_in_words() -> str:
     """The workloads by kind, from the registry (a new workload appears on its own)."""

@@ -468,8 +468,8 @@ def _round_history(client: Any, found: Any, strategy: str, metric: str) -> tuple
 @ends_runs_on_failure
 def model_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the sweep Params, write (or reuse) the model's dataset, open the parent run."""
+    from balancebench.model_sweep import grid_points, sweep_params, validate_model_params
     from balancebench.models import get_model
-    from balancebench.models.model_sweep import grid_points, sweep_params, validate_model_params
 
     p = validate_model_params(params)
     dataset = get_model(p["model"]).dataset
@@ -511,7 +511,7 @@ def model_compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         text = f"{len(finished)} of {expected} (strategy, point) runs finished"
         tracking.end_run(parent, "FAILED", text)
         return False, text
-    from balancebench.models.model_sweep import REPETITION_SUFFIXES
+    from balancebench.model_sweep import REPETITION_SUFFIXES
 
     cols = ["tags.mlflow.runName"] + sorted(
         c

@@ -22,12 +22,12 @@ from typing import Any, Final
 
 from balancebench.experiment_params import EXPERIMENT_PARAMS, ExperimentSpec, param_section
 from balancebench.generators import DATASET_PARAMS
-from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
+from balancebench.paper000_figures import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.regression import TIMED
 from balancebench.rounds import choose_baseline
 from balancebench.schema import check_grid_size, check_values, spec_defaults
 from balancebench.strategies import STRATEGIES
-from balancebench.workloads import WORKLOADS, get_workload
+from balancebench.workloads import get_workload
 
 #: Grid axes taken from the grid, not from the experiment Params.
 GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nodes")
@@ -141,8 +141,8 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "(3a, 3b: execution time; 4-5: nodes used and balance-adjustment time under "
         "scale-out; 6a, 6b: tuples per node; 7: plan time against the tolerance; 8: TOPK "
         "throughput and latency): "
-        "the figure fixes the grid and its Params (balancebench.paper000 says which and how "
-        "they are scaled) and the sweep draws the paper-style figure.",
+        "the figure fixes the grid and its Params (balancebench.paper000_figures says which and "
+        "how they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
     },
     "max_runs": {

@@ -255,7 +255,7 @@ def sweep_submissions(generated: dict[str, Any], concurrency: int = 1) -> list[d
 def _sweep_figures(params: Mapping[str, Any]) -> list[str]:
     """The figures a sweep's verdicts are given on: the headline ones and, for a paper
     figure, what it plots."""
-    from balancebench.paper000 import NO_FIGURE, get_figure
+    from balancebench.paper000_figures import NO_FIGURE, get_figure
     from balancebench.rounds import VERDICT_FIGURES
 
     figure = params.get("figure", NO_FIGURE)
@@ -294,7 +294,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         ROUNDS_STOPPED_TAG,
         RUN_INDEX_TAG,
     )
-    from balancebench.paper000 import (
+    from balancebench.paper000_figures import (
         FIGURE_COMPONENTS,
         FIGURE_METRICS,
         draw_figure,

@@ -201,11 +201,11 @@ class RandomRouter(KeyLevelRouter):
         return moves
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 #: One workload per operator: a new operator is covered when its first workload is added.
 ONE_PER_OPERATOR = sorted({w.operator: name for name, w in WORKLOADS.items()}.values())
 
 
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(seed=st.integers(0, 10_000), workload=st.sampled_from(ONE_PER_OPERATOR))
 @example(seed=0, workload="eq5")  # found a bug: probes missed state moved off Y(k)
 def test_random_routing_and_random_migrations_keep_results_exact(spark, streams, seed, workload):

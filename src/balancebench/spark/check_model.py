@@ -6,7 +6,7 @@ share a few cores. This check runs a cell where each sender and each node has a 
 its own (``n_nodes`` = ``n_senders`` = the executors' cores: here ``local-cluster`` with
 2 executors of 1 core, on a user's cluster N workers), and compares, per batch and per
 strategy, the model's charge with the measured wall time of the same stages (their
-tasks' first launch to last end, ``task_metrics.stage_wall_s``):
+tasks' first launch to last end, ``rest_task_metrics.stage_wall_s``):
 
 - routing: ``route_s`` (CPU per sender) against the routing stages' wall;
 - nodes: the slowest node's CPU in the node stages against the node stages' wall.

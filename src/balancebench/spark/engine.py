@@ -23,7 +23,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   first batch of the first measured run on the loaded stream (``node_fixed_s``; the
   application's later runs of the same configuration reuse it). The batch's group may
   also run small jobs (broadcasting a routing table or a migration's segments, a
-  layout's first look at the batch), charged as routing work (``task_metrics.batch_work``).
+  layout's first look at the batch), charged as routing work (``rest_task_metrics.batch_work``).
 - **State lives on its node across batches**, with the same partitioning. A join's
   stored tuples are kept in *pieces* of one side each, written once (a probe scans only
   the other side's pieces): a batch's stored rows are the rows its node stage received;
@@ -44,13 +44,14 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   partials of every node per key at the key's home node ``F(k)`` (a split key's partials
   travel there; that merge is node work). The answer is the whole ``(key, count)``
   table of the window, for TOPK too: the oracle checks the whole table, and only for
-  display takes its ``top_k`` keys by count (ties to the smaller key). Join (paper 000 Algorithm 1, with MNRT's two-stream rule for split keys,
-  ``routers``): each node joins the probes it received with the tuples it stores of the
-  other side (its pieces and the batch's new stored tuples) on the operator's key range
-  (``Operator.key_offsets``: the same key for an equi-join, keys within ``band_width``
-  for the band join; an equi-join on the probe's candidate keys, ``spark.join_keys``),
-  keeping a pair only when the stored tuple arrived earlier (``tuple_id`` is the arrival
-  order) and, for a window join, within ``window_s``: every pair is produced exactly
+  display takes its ``top_k`` keys by count (ties to the smaller key). Join (paper 000
+  Algorithm 1, with MNRT's two-stream rule for split keys, ``routers``): each node joins
+  the probes it received with the tuples it stores of the other side (its pieces and the
+  batch's new stored tuples) on the operator's key range (``Operator.key_offsets``: the
+  same key for an equi-join, keys within ``band_width`` for the band join; an equi-join
+  on the probe's candidate keys, ``spark.join_keys``), keeping a pair only when the
+  stored tuple arrived earlier (``tuple_id`` is the arrival order) and, for a window
+  join, within ``window_s`` (``Operator.in_window``): every pair is produced exactly
   once, by the later tuple's probe at the node storing the earlier one. The batch's
   probes are the hash table and the stored tuples stream through it, so the stored
   history is read once per batch and never sorted.
@@ -69,7 +70,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   aggregation's state update rewrites the state anyway; a join's pieces list the rows
   as gone, and a probe's pairs with a gone row are dropped). No Spark job of its own, and
   a plan that moves nothing adds nothing.
-- **Measured per batch** (Spark's REST API, ``task_metrics.batch_work``), by the batch
+- **Measured per batch** (Spark's REST API, ``rest_task_metrics.batch_work``), by the batch
   job's structure: the routing stages' tasks (the senders); per node the rows its task
   read and, summed over the node stages, ``executorCpuTime`` (the node's work) and
   ``executorRunTime`` (wall); a migration's extra map tasks per sending node (CPU, rows,
@@ -83,7 +84,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   the receiving node, plus bytes / bandwidth; the rest of the extra map tasks (scanning
   a node's state for the rows that move, which a keyed store would not do) is the
   engine's, reported apart (``migration_extract_s``). The cost model
-  (``balancebench.metrics``) turns these into the replay clock; the oracle, statistics,
+  (``balancebench.metric_definitions``) turns these into the replay clock; the oracle, statistics,
   task-metric reads and job scheduling are the harness's own cost (``harness_s``).
 """
 
@@ -109,6 +110,7 @@ from balancebench.spark.node_state import Flow, node_state_for
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.placement import home_node
 from balancebench.spark.replay_stream import EngineConfig, batch_frame, kept_with
+from balancebench.spark.rest_task_metrics import NODE, GroupWork, batch_work
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BatchStats,
@@ -116,7 +118,6 @@ from balancebench.spark.routers import (
     RouteContext,
     SparkRouter,
 )
-from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
 
 #: Spark SQL settings the engine needs while it runs (restored afterwards): joins inside
 #: node partitions (no broadcast, co-partitioned on the surrogate alone), and no runtime
@@ -365,7 +366,7 @@ class Engine(MicroBatchLoop):
     def _check_received(self, arrival: Arrival, work: GroupWork) -> None:
         """The rows each node's task read from the exchange are its routed copies plus
         the rows a migration moved to it, and the exchange's map tasks read as a
-        migration's (``task_metrics.batch_work``, by ``Flow.route_partitions``) wrote the
+        migration's (``rest_task_metrics.batch_work``, by ``Flow.route_partitions``) wrote the
         moved rows, no more, no less (a stage rerun after a lost executor may read a
         partition twice, so this is skipped then)."""
         read = arrival.received + arrival.moved_rows

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from balancebench.loads import KeyLoads, imbalance
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.operators import OPERATORS, Operator
 from balancebench.routing_table import RoutingTable, segment_starts
 

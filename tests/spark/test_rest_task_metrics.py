@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from balancebench.spark.task_metrics import GroupWork, add_node_stage, core_wait_s
+from balancebench.spark.rest_task_metrics import GroupWork, add_node_stage, core_wait_s
 
 
 def _tasks(cpu_s: list[float]) -> list[dict]:

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
-from balancebench.metrics import CORE_WAIT
+from balancebench.metric_definitions import CORE_WAIT
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.replay_stream import EngineConfig
-from balancebench.spark.task_metrics import (
+from balancebench.spark.rest_task_metrics import (
     GroupWork,
     TaskMetricsReader,
     add_node_stage,

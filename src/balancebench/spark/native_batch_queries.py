@@ -46,12 +46,12 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancebench.metrics import CORE_WAIT
-from balancebench.spark.baselines import COLUMNS, Baseline
+from balancebench.metric_definitions import CORE_WAIT
 from balancebench.spark.join_keys import candidate_keys, n_candidates
 from balancebench.spark.loop import BatchResult, PhaseClock, release
+from balancebench.spark.native_baselines import COLUMNS, Baseline
 from balancebench.spark.replay_stream import batch_frame
-from balancebench.spark.task_metrics import ROUTE
+from balancebench.spark.rest_task_metrics import ROUTE
 
 #: Seed of the tuple-id hash that picks a tuple's salt (spark_salting).
 SALT_SEED = 0x5A17
