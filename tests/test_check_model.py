@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from balancebench.spark.check_model import (
+from balancebench.check_model import (
     BatchCheck,
     rankings,
     relative_errors,

@@ -103,7 +103,7 @@ def metrics_page() -> str:
         "# Metrics",
         "",
         "Every metric logged to MLflow, with its unit in its name, from the definitions the",
-        "runs also log as their MLflow description (`metrics.METRIC_DEFINITIONS` and the",
+        "runs also log as their MLflow description (`metric_definitions.METRIC_DEFINITIONS` and the",
         "models' own). `[per batch]` marks a series with one value per micro-batch.",
         "Generated on every build.",
         "",

@@ -30,6 +30,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from balancebench import reaper, tracking
+from balancebench.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
@@ -46,7 +47,6 @@ from balancebench.paths import (
 from balancebench.round_runs import experiment_comparison
 from balancebench.rounds import figure_words
 from balancebench.schema import parse_json_object, quoted, terminal_safe
-from balancebench.spark.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 # soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
@@ -339,7 +339,7 @@ def check_model(
     """The cost model against nodes that really run side by side: per batch, the model's
     charge (routing per sender, the slowest node's CPU) against the measured wall time of
     the same stages, on a master where every node has a core of its own."""
-    from balancebench.spark.check_model import CHECK_DEFAULTS, report, run_check
+    from balancebench.check_model import CHECK_DEFAULTS, report, run_check
     from balancebench.spark.session import get_session
 
     def check() -> dict:

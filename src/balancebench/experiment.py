@@ -9,8 +9,8 @@ decided or its budget ends (``balancebench.rounds``). It builds each dataset's r
 stream (``balancebench.streams``) and loads it once; runs each strategy through its
 runner (``spark.runners``: the micro-batch engine under the strategy's router, or a
 Spark-native baseline); derives latency and throughput from the measured batches under
-the cost model (``metrics.clock``); logs everything with the units and definitions of
-``metrics.METRIC_DEFINITIONS``; and writes a JSON summary per run to ``.local/results``.
+the cost model (``metric_definitions.clock``); logs everything with the units and definitions of
+``metric_definitions.METRIC_DEFINITIONS``; and writes a JSON summary per run to ``.local/results``.
 """
 
 from __future__ import annotations

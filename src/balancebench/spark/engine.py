@@ -79,7 +79,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   tuples, 8 nodes, 2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts
   where CPU max/mean is 1.04-1.2). The wall makespan is reported too
   (``makespan_wall_s``). A migration is charged what its rows cost in the stages they
-  ride (``metrics.attribute_migration``): per row the senders' cost of writing a row
+  ride (``metric_definitions.attribute_migration``): per row the senders' cost of writing a row
   into the exchange at the sending node, the receiving node stage's cost per row read at
   the receiving node, plus bytes / bandwidth; the rest of the extra map tasks (scanning
   a node's state for the rows that move, which a keyed store would not do) is the

@@ -123,7 +123,7 @@ class BatchResult:
         return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
 
     def costs(self, bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
-        """The batch as the cost model's input (``metrics.BatchCosts``)."""
+        """The batch as the cost model's input (``metric_definitions.BatchCosts``)."""
         m = self.migration
         empty = np.zeros(0)
         return BatchCosts(

@@ -11,7 +11,7 @@ thread), ``executorRunTime`` (ms the task ran on its executor, deserialisation e
 ``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle),
 ``inputMetrics.recordsRead`` (rows read from cached or checkpointed blocks) and the shuffle
 rows and bytes written (the senders' output and a migration's transfer; the bytes received
-are derived from its rows, ``metrics.attribute_migration``)."""
+are derived from its rows, ``metric_definitions.attribute_migration``)."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ class MigrationPlan:
     move_to: np.ndarray
     #: The router after the plan (``RoutingTable`` for paper 000's strategies).
     routing_table: Any
-    #: O1: CPU time of ``plan()`` in milliseconds (``metrics.plan_clock``): grouping the
+    #: O1: CPU time of ``plan()`` in milliseconds (``metric_definitions.plan_clock``): grouping the
     #: loads by node, deciding the moves, building the router, and counting the migrated
     #: state (O3) and node loads after (plus any ``extra_plan_work_ms``); the imbalance and
     #: split-key counts are not included.

@@ -1,6 +1,6 @@
 """``balancebench check-model``: the cost model against nodes that really run side by side.
 
-Every figure this project reports is the cost model's charge (``metrics.BatchCosts``):
+Every figure this project reports is the cost model's charge (``metric_definitions.BatchCosts``):
 the routing CPU per sender plus the slowest node's CPU, measured on emulated nodes that
 share a few cores. This check runs a cell where each sender and each node has a core of
 its own (``n_nodes`` = ``n_senders`` = the executors' cores: here ``local-cluster`` with
