@@ -1,5 +1,5 @@
 """How the measured tasks' wait for a core is read from Spark's task metrics
-(``task_metrics.core_wait_s``): per node for a node stage, per task for routing."""
+(``rest_task_metrics.core_wait_s``): per node for a node stage, per task for routing."""
 
 from __future__ import annotations
 

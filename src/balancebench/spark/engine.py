@@ -98,7 +98,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench import metrics
+from balancebench import metric_definitions
 from balancebench.hashing import partition_surrogates
 from balancebench.spark.loop import (
     BatchResult,
@@ -298,7 +298,7 @@ class Engine(MicroBatchLoop):
             node_work = node_work + durable.node_cpu_s
         migration = None
         if moves is not None:
-            migration, node_work = metrics.attribute_migration(
+            migration, node_work = metric_definitions.attribute_migration(
                 node_cpu_s=node_work,
                 stage_cpu_s=work.stage_cpu_s[0],
                 stage_records=work.stage_records_read[0],
@@ -341,7 +341,8 @@ class Engine(MicroBatchLoop):
                 "route_wall_s": work.route_wall_s,
                 "node_wall_s": work.node_wall_s,
                 "node_gc_s": work.node_gc_s + (durable.node_gc_s if durable else 0.0),
-                metrics.CORE_WAIT: work.core_wait_s + (durable.core_wait_s if durable else 0.0),
+                metric_definitions.CORE_WAIT: work.core_wait_s
+                + (durable.core_wait_s if durable else 0.0),
                 "retried_stages": float(
                     work.retried_stages + (durable.retried_stages if durable else 0)
                 ),

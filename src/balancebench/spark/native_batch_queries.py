@@ -1,5 +1,5 @@
 """Spark-native baselines as batch queries per micro-batch (``spark_aqe``,
-``spark_salting``): see ``spark.baselines`` for what every baseline shares (nodes,
+``spark_salting``): see ``spark.native_baselines`` for what every baseline shares (nodes,
 measured stages, the oracle).
 
 ``spark_aqe``: every micro-batch as a batch query, AQE and skew-join handling on (see

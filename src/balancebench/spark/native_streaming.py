@@ -1,4 +1,4 @@
-"""The Spark-native streaming baseline (``spark_streaming``): see ``spark.baselines`` for
+"""The Spark-native streaming baseline (``spark_streaming``): see ``spark.native_baselines`` for
 what every baseline shares (nodes, measured stages, the oracle).
 
 ``spark_streaming`` (the direct streaming peer). Each micro-batch is written as one

@@ -119,7 +119,7 @@ class TaskMetricsReader:
         return total
 
 
-#: Roles of a job group (what its tasks' work is charged as, ``metrics`` cost model).
+#: Roles of a job group (what its tasks' work is charged as, ``metric_definitions`` cost model).
 #: ``route``: stages that write a shuffle (or do not run one task per node) are the
 #: senders' routing work; the node-partitioned stages that read it are node work.
 #: ``node``: every node-partitioned stage is node work. The engine's batch job is read
