@@ -19,8 +19,10 @@ the engine, the baselines, the routers, the strategies and the oracle ask the op
   ``window_s > 0`` a join pairs tuples whose event times are at most ``window_s`` apart and
   keeps, after batch ``b``, only the tuples the next batches can still meet; an aggregation
   counts over the last ``window_batches`` batches. The engine's node join, the Spark-native
-  baselines, Spark's streaming join and the oracle all take the condition and the horizon
-  from here (through ``EngineConfig``), so they cannot disagree.
+  baselines, Spark's streaming join and the oracle all take the condition from here
+  (through ``EngineConfig``), so they cannot disagree; the engine and the batch-query
+  baselines take the horizon too (Spark's streaming join keeps state by its own watermark,
+  a range on ``window_s`` widened for its timestamps' rounding).
 
 A new windowed join is an ``Operator`` subclass with its ``key_offsets`` (a key range) or
 its ``in_window``/``state_horizon`` (a time rule), registered in ``OPERATORS``, and a

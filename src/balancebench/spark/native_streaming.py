@@ -22,7 +22,8 @@ query's folder when its turn comes (one rename: the query never sees half a batc
 ``groupBy(window(batch_ts, W s, 1 s), key).count()`` where ``batch_ts`` is the tuple's
 micro-batch index as seconds (so Spark's sliding windows of ``W = window_batches`` batches
 are exactly the engine's window) with a 0 s watermark on it; expired windows are
-evicted at the next trigger (no-data batches are off so each trigger is one file). The
+evicted at the next trigger (no-data batches are off so each trigger is one batch's
+folder of ``senders`` files). The
 sink upserts the updated rows into a result table (what an update-mode sink does); the
 answer is its current window. Map-side partial aggregation runs before the shuffle, so
 the stateful stage reads partial counts (one per key and map task, per window for a
@@ -87,7 +88,7 @@ class StreamingRunner(Baseline):
         return {
             "spark.sql.shuffle.partitions": str(self.n),
             "spark.sql.adaptive.enabled": "false",
-            # One trigger per file: no extra trigger that only advances the watermark
+            # One trigger per batch folder: no extra trigger that only advances the watermark
             # (expired state is then evicted at the start of the next data trigger).
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
             "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[provider],

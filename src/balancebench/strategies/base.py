@@ -3,8 +3,8 @@
 A key-level strategy is a small subclass of :class:`Strategy`. It reads a
 :class:`PlanView` of the window (rows grouped by node, node loads, mean, ``UL``, the
 current router) and returns a :class:`Delta`: the rows whose load changes and the parts
-it adds. The base class does the shared work once: validation, timing (``O1``), the
-physical moves, the router after the plan (``O2``), the migrated state (``O3``) and the
+it adds. The base class does the shared work once (the Params were checked at the door,
+``ExperimentSpec.checked``): timing (``O1``), the physical moves, the router after the plan (``O2``), the migrated state (``O3``) and the
 imbalance before and after. After a plan the strategy routes with the new router.
 
 **The window contract.** ``plan`` assumes the window was routed by the strategy's
@@ -12,7 +12,8 @@ current router: a key outside the routing table ``Y`` is whole on its home node,
 ``Y`` is on (a subset of) its ``Y`` nodes. That is what a running system reports, and it
 lets a plan touch only the keys it moves instead of hashing and sorting all ``K`` keys.
 A strategy created without ``n_nodes`` has no router yet: its first plan *adopts* the
-window's placement exactly (``adopt``), whatever it is.
+window's placement exactly (``adopt``), whatever it is (a bucket map, which cannot hold an
+arbitrary placement, starts from its default map instead: ``BalanceLoadStrategy.adopt``).
 """
 
 from __future__ import annotations

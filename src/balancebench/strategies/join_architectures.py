@@ -22,9 +22,10 @@ the predicate, at the price of ``m`` copies of every R tuple and ``n`` of every 
 - *Grid size and shape* (our rule, deterministic): the first grid has ``J0`` nodes,
   ``J0`` = the Param ``initial_nodes`` rounded down to a power of two and capped at the
   largest power of two ``<= N`` (null: that largest power of two, the whole grid at
-  once; under memory-driven scale-out, one node). Its shape is the one of the matrix model's optimum for the first micro-batch's
-  counts: among ``n = 2^a, m = J0 / n`` it minimises the tuples shipped ``m |R| + n |S|``
-  (so ``n / m ~ |R| / |S|``); ties go to the squarer grid, then to more rows.
+  once; under memory-driven scale-out, one node). Its shape is the one of the matrix
+  model's optimum for the first micro-batch's counts: among ``n = 2^a, m = J0 / n`` it
+  minimises the tuples shipped ``m |R| + n |S|`` (so ``n / m ~ |R| / |S|``); ties go to
+  the squarer grid, then to more rows.
 - *Growth* ("turning one node into four" when memory is exceeded, paper 000 §5.2.1 and
   Fig. 4): after a batch, when the largest state of a node exceeds the Param
   ``max_state_tuples_per_node`` (when that is null, the engine's node capacity, Param
