@@ -5,7 +5,8 @@ A key-level strategy is a small subclass of :class:`Strategy`. It reads a
 current router) and returns a :class:`Delta`: the rows whose load changes and the parts
 it adds. The base class does the shared work once (the Params were checked at the door,
 ``ExperimentSpec.checked``): timing (``O1``), the physical moves, the router after the
-plan (``O2``), the migrated state (``O3``) and the imbalance before and after. After a plan the strategy routes with the new router.
+plan (``O2``), the migrated state (``O3``) and the imbalance before and after. After a
+plan the strategy routes with the new router.
 
 **The window contract.** ``plan`` assumes the window was routed by the strategy's
 current router: a key outside the routing table ``Y`` is whole on its home node, a key in
