@@ -237,7 +237,7 @@ def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tupl
 
     from balancebench.spark.loop import batch_frame
     from balancebench.spark.placement import home_node, partition_by_node
-    from balancebench.spark.task_metrics import TaskMetricsReader, group_work
+    from balancebench.spark.rest_task_metrics import TaskMetricsReader, group_work
 
     reader = TaskMetricsReader(spark.sparkContext)
     per_task, per_tuple = [], []
@@ -400,7 +400,7 @@ def machine_floor(spark: Any, n: int, task_s: float, batches: int, jobs: int) ->
     task (what node service sums)."""
     from pyspark.sql import functions as F
 
-    from balancebench.spark.task_metrics import TaskMetricsReader, task_cpu_s
+    from balancebench.spark.rest_task_metrics import TaskMetricsReader, task_cpu_s
 
     reader = TaskMetricsReader(spark.sparkContext)
 

@@ -6,7 +6,7 @@
 One Spark session (``local[*]``), ``--nodes`` nodes, full-history ``eq5`` (the TPC-H
 ``Supplier ⋈ Lineitem`` join on ``suppkey``, both sides streamed). Every run goes through
 the runner registry exactly as a DAG run does, every batch checked by the oracle.
-Printed, from the measured batches under the cost model (``balancebench.metrics``):
+Printed, from the measured batches under the cost model (``balancebench.metric_definitions``):
 
 - (a) at Zipf s = 0: node CPU per input tuple (sum over nodes and batches of node work /
   input tuples) of ``hash`` and of ``spark_streaming``; target hash <= 1.5x;

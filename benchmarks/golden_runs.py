@@ -79,7 +79,7 @@ def _workload_runs(spark: Any) -> dict[str, Any]:
 
 
 def _model_runs() -> dict[str, Any]:
-    from balancebench.models.model_sweep import (
+    from balancebench.model_sweep import (
         model_points,
         run_points_local,
         validate_model_params,

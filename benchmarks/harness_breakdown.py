@@ -7,7 +7,7 @@
 A run's ``harness_s_total`` is its batches' driver wall minus what the cost model
 charged them (``metrics.harness_s``): the harness's own time, never charged; of it,
 ``harness_core_wait_s_total`` is a lower bound on the time the measured tasks waited for
-one of the machine's cores (``task_metrics.core_wait_s``), printed apart. Every batch
+one of the machine's cores (``rest_task_metrics.core_wait_s``), printed apart. Every batch
 logs the driver wall of its phases (``batch/phase_<name>_s``: the operator's job, the
 oracle, the statistics, the plan, the task-metric reads); this prints, over the sweep's
 runs after the first of each Spark application (the first pays the application's

@@ -16,8 +16,8 @@ import argparse
 import statistics
 
 from balancebench.generators import generate, generator_params
+from balancebench.model_sweep import model_defaults, model_points, run_points_local
 from balancebench.models import MODELS, get_model
-from balancebench.models.model_sweep import model_defaults, model_points, run_points_local
 from balancebench.paths import datasets_dir
 from balancebench.schema import positive_int
 

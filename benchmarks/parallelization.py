@@ -9,7 +9,7 @@ query is a windowed Cartesian product; ours keeps a band predicate so the oracle
 answer to check) in the micro-batch engine, one Spark session, every batch checked by the
 oracle, each scheme at each node count ``N`` (the paper's instances). Printed per run,
 from the measured batches (``balancebench.experiment.summarize``; definitions in
-``balancebench.metrics``):
+``balancebench.metric_definitions``):
 
 - Fig. 6: the CPU split into communication (the senders' routing work, a stateless stage
   of its own for ``operator_parallel``, and the nodes' receive stage), tuple processing

@@ -29,7 +29,7 @@ import numpy as np
 
 from balancebench.hashing import home_nodes
 from balancebench.loads import KeyLoads
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.paths import local_dir
 from balancebench.routing_table import BucketMap
 from balancebench.schema import positive_int

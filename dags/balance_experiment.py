@@ -33,9 +33,9 @@ from pathlib import Path
 
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from dag_params import dag_params
-from dag_settings import DRIVER_MEMORY, TIMED_CONCURRENCY
-from dag_steps import require_generated
+from dag_support.params import dag_params
+from dag_support.settings import DRIVER_MEMORY, TIMED_CONCURRENCY
+from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from dag_params import dag_params
+from dag_support.params import dag_params
 
 from balancebench.experiment_params import DATASET_DAG_PARAMS, param_section
 from balancebench.lazy import lazy_module

@@ -23,12 +23,12 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from dag_params import dag_params
-from dag_settings import MODEL_CRON, MODEL_DRIVER_MEMORY, schedule_after_start
-from dag_steps import require_generated
+from dag_support.params import dag_params
+from dag_support.settings import MODEL_CRON, MODEL_DRIVER_MEMORY, schedule_after_start
+from dag_support.steps import require_generated
 
 from balancebench.lazy import lazy_module
-from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
+from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.

@@ -5,11 +5,11 @@ The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes
 cell group (the cells that differ only in the strategy) in paired, rotated rounds, every
 strategy judged against the group's baseline, every cell compared with its own history.
 With the Param `figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's
-experiments instead (its grid and Params fixed, scaled as `balancebench.paper000` states)
+experiments instead (its grid and Params fixed, scaled as `balancebench.paper000_figures` states)
 and also draws the paper-style figure (on the parent run, under `figure/`). Runs every night at
-`BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `plugins/dag_settings.py`), no catchup:
+`BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `dags/dag_support/settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
-Wiring only; every step is a function of `balancebench.pipeline`.
+Wiring only; every step is a function of `balancebench.sweep_pipeline`.
 
 1. **generate**: checks the Params (grid, rounds and every shared Param: a bad
    choice fails here, naming the field), writes or reuses one seeded dataset per
@@ -41,9 +41,14 @@ from pathlib import Path
 
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from dag_params import dag_params
-from dag_settings import DRIVER_MEMORY, NIGHTLY_CRON, TIMED_CONCURRENCY, schedule_after_start
-from dag_steps import require_generated
+from dag_support.params import dag_params
+from dag_support.settings import (
+    DRIVER_MEMORY,
+    NIGHTLY_CRON,
+    TIMED_CONCURRENCY,
+    schedule_after_start,
+)
+from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench.lazy import lazy_module
@@ -51,7 +56,7 @@ from balancebench.sweep_grid import SWEEP_PARAMS, sweep_param_section
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-pipeline = lazy_module("balancebench.pipeline")
+sweep_pipeline = lazy_module("balancebench.sweep_pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 
@@ -72,21 +77,23 @@ def nightly_sweep() -> None:
     def generate() -> dict:
         """Seeded datasets + the sweep's MLflow parent run."""
         ctx = get_current_context()
-        return pipeline.sweep_generate_step(dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"])
+        return sweep_pipeline.sweep_generate_step(
+            dict(ctx["params"]), ctx["dag"].dag_id, ctx["run_id"]
+        )
 
     @task
     def validate(generated: dict) -> list[dict]:
         """Great Expectations gate; on success, one spark-submit per Spark application."""
-        report = pipeline.sweep_validate_step(generated)
+        report = sweep_pipeline.sweep_validate_step(generated)
         if not report.success:
             raise AirflowFailException(report.message())
-        return pipeline.sweep_submissions(generated, TIMED_CONCURRENCY)
+        return sweep_pipeline.sweep_submissions(generated, TIMED_CONCURRENCY)
 
     @task(trigger_rule="all_done")
     def summarize(generated: dict) -> dict:
         """Statistics per cell, regressions, the report page; closes the sweep's runs."""
         require_generated(generated)
-        result = pipeline.sweep_summarize_step(generated)
+        result = sweep_pipeline.sweep_summarize_step(generated)
         print(result["summary"])
         print(f"report: {result['report']}")
         if result["figure"]:

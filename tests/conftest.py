@@ -57,7 +57,7 @@ SLOWEST_FIRST = (
     "tests/spark/test_engine.py",
     "tests/e2e/test_dag_run.py",
     "tests/spark/test_join_architectures_spark.py",
-    "tests/spark/test_baselines.py",
+    "tests/spark/test_native_baselines.py",
     "tests/e2e/test_model_dag.py",
     "tests/test_bad_inputs.py",
     "tests/e2e/test_dataset_dag.py",

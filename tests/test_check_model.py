@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from balancebench.spark.check_model import (
+from balancebench.check_model import (
     BatchCheck,
     rankings,
     relative_errors,
     report,
     same_ranking,
 )
-from balancebench.spark.task_metrics import stage_wall_s
+from balancebench.spark.rest_task_metrics import stage_wall_s
 
 
 def check(name: str, r: int, b: int, model: float, measured: float) -> BatchCheck:

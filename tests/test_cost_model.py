@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from balancebench.metrics import BatchCosts, attribute_migration, clock, fit_node_work
+from balancebench.metric_definitions import BatchCosts, attribute_migration, clock, fit_node_work
 
 
 def record(b: int, node: list[float], **kw) -> BatchCosts:

@@ -78,7 +78,7 @@ def test_generate_dataset_shape_and_params(dagbag):
 def test_model_experiment_shape_and_params(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
 
-    from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS
 
     dag = dagbag.dags["model_experiment"]
     assert set(dag.task_ids) == {"generate", "validate", "run_sweep", "compare"}

@@ -35,7 +35,7 @@ def site(tmp_path_factory) -> Path:
 
 def test_the_reference_pages_come_from_the_code(site):
     from balancebench.experiment_params import EXPERIMENT_PARAMS
-    from balancebench.metrics import METRIC_DEFINITIONS
+    from balancebench.metric_definitions import METRIC_DEFINITIONS
 
     params = (ROOT / "docs/reference/generated/params.md").read_text(encoding="utf-8")
     metrics = (ROOT / "docs/reference/generated/metrics.md").read_text(encoding="utf-8")

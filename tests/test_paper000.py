@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from balancebench.metrics import METRIC_DEFINITIONS
-from balancebench.paper000 import (
+from balancebench.metric_definitions import METRIC_DEFINITIONS
+from balancebench.paper000_figures import (
     FIGURE_EXPERIMENT,
     FIGURES,
     draw_figure,

@@ -98,3 +98,20 @@ def test_the_comparison_keeps_one_strategy_order_and_one_colour_each():
     assert table["latency_p99_s_ci95_hi"].tolist() == [2.1, 1.6, 1.1]
     colours = {s: strategy_color(s) for s in ("hash", "qmmp", "mnrt", "spark_aqe")}
     assert len(set(colours.values())) == 4
+
+
+def test_a_new_strategy_recolours_no_other(monkeypatch):
+    import balancebench.plotting as plotting
+    from balancebench.strategies import STRATEGIES
+
+    before = {s: plotting.strategy_color(s) for s in STRATEGIES}
+    # Every registered strategy has a colour of its own
+    assert len(set(before.values())) == len(before)
+    # When a strategy is inserted at the head of the registry
+    monkeypatch.setattr(plotting, "STRATEGIES", {"aaa_new": object(), **STRATEGIES})
+    after = {s: plotting.strategy_color(s) for s in STRATEGIES}
+    # then no other strategy changes colour, and the new one gets one the others do not
+    # have, the same on every call
+    assert after == before
+    new = plotting.strategy_color("aaa_new")
+    assert new not in before.values() and new == plotting.strategy_color("aaa_new")

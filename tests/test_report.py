@@ -16,7 +16,7 @@ import matplotlib.axes
 import pandas as pd
 import pytest
 
-from balancebench import pipeline, tracking
+from balancebench import pipeline, sweep_pipeline, tracking
 from balancebench.experiment import ROUND_TAG
 from balancebench.regression import LOWER, judge
 from balancebench.report import CI_DRAWN, CellCheck, cell_check, text_summary, write_report
@@ -514,7 +514,7 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
             cell = client.create_run(
                 experiment,
                 run_name=labels[strategy],
-                tags={"mlflow.parentRunId": parent, pipeline.CELL_KEY_TAG: key},
+                tags={"mlflow.parentRunId": parent, sweep_pipeline.CELL_KEY_TAG: key},
             ).info.run_id
             rounds[strategy] = []
             for r, value in enumerate(values):
@@ -524,8 +524,8 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
                         "mlflow.parentRunId": cell,
                         tracking.ROLE_TAG: "round",
                         ROUND_TAG: str(r),
-                        pipeline.CELL_KEY_TAG: key,
-                        pipeline.SWEEP_TAG: parent,
+                        sweep_pipeline.CELL_KEY_TAG: key,
+                        sweep_pipeline.SWEEP_TAG: parent,
                     },
                 ).info.run_id
                 client.log_metric(run, MAKESPAN, value)
@@ -538,12 +538,12 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
 
     # Given a first sweep (no history yet)
     first, earlier = sweep("manual__first", {"hash": [1.0, 1.01, 0.99], "qmmp": [0.70, 0.71, 0.69]})
-    assert "no history yet" in pipeline.sweep_summarize_step(first)["summary"]
+    assert "no history yet" in sweep_pipeline.sweep_summarize_step(first)["summary"]
 
     # When a second sweep of the same cells is summarized, qmmp clearly faster every round
     tonight = {"hash": [1.0, 1.02, 1.01], "qmmp": [0.70, 0.72, 0.69]}
     second, _ = sweep("manual__second", tonight)
-    result = pipeline.sweep_summarize_step(second)
+    result = sweep_pipeline.sweep_summarize_step(second)
     summary = result["summary"]
 
     # Then each cell was checked against its own 3 earlier round runs

@@ -14,8 +14,8 @@ import pytest
 from balancebench.experiment_params import ExperimentSpec, applicable_params
 from balancebench.generators import generator_params
 from balancebench.generators.common import params_id
-from balancebench.pipeline import cell_key
 from balancebench.sweep_grid import cells, checked_sweep, sweep_defaults
+from balancebench.sweep_pipeline import cell_key
 
 
 def as_a_browser_posts(values: dict) -> dict:

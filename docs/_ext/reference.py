@@ -59,7 +59,7 @@ def _type(spec: dict[str, Any]) -> str:
 
 def params_page() -> str:
     from balancebench.experiment_params import DATASET_DAG_PARAMS, EXPERIMENT_PARAMS
-    from balancebench.models.model_sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS
     from balancebench.sweep_grid import SWEEP_PARAMS
 
     dags = (
@@ -95,16 +95,17 @@ def _definitions(definitions: dict[str, str]) -> list[str]:
 
 
 def metrics_page() -> str:
-    from balancebench.metrics import METRIC_DEFINITIONS
+    from balancebench.metric_definitions import METRIC_DEFINITIONS
+    from balancebench.model_sweep import SWEEP_METRIC_DEFINITIONS
     from balancebench.models import MODELS, get_model
-    from balancebench.models.model_sweep import SWEEP_METRIC_DEFINITIONS
 
     lines = [
         "# Metrics",
         "",
         "Every metric logged to MLflow, with its unit in its name, from the definitions the",
-        "runs also log as their MLflow description (`metrics.METRIC_DEFINITIONS` and the",
-        "models' own). `[per batch]` marks a series with one value per micro-batch.",
+        "runs also log as their MLflow description",
+        "(`metric_definitions.METRIC_DEFINITIONS` and the models' own). `[per batch]` marks a",
+        "series with one value per micro-batch.",
         "Generated on every build.",
         "",
         "## Workload runs",

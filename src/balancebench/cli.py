@@ -30,11 +30,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from balancebench import reaper, tracking
+from balancebench.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
 from balancebench.local_env import airflow_env, check_master_answers, check_spark_master
-from balancebench.paper000 import FIGURES
+from balancebench.paper000_figures import FIGURES
 from balancebench.paths import (
     datasets_dir,
     exclusive_lock,
@@ -46,7 +47,6 @@ from balancebench.paths import (
 from balancebench.round_runs import experiment_comparison
 from balancebench.rounds import figure_words
 from balancebench.schema import parse_json_object, quoted, terminal_safe
-from balancebench.spark.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
 # soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
@@ -339,7 +339,7 @@ def check_model(
     """The cost model against nodes that really run side by side: per batch, the model's
     charge (routing per sender, the slowest node's CPU) against the measured wall time of
     the same stages, on a master where every node has a core of its own."""
-    from balancebench.spark.check_model import CHECK_DEFAULTS, report, run_check
+    from balancebench.check_model import CHECK_DEFAULTS, report, run_check
     from balancebench.spark.session import get_session
 
     def check() -> dict:
@@ -693,8 +693,8 @@ def validate(
 @_command()
 def models() -> None:
     """List the paper 001-004 models, their strategies and Params."""
+    from balancebench.model_sweep import model_param_name
     from balancebench.models import MODELS, get_model
-    from balancebench.models.model_sweep import model_param_name
 
     table = Table(title="models (run with `balancebench run-model --conf '{\"model\": ...}'`)")
     for col in ("model", "implements", "strategies", "dataset", "Params (default)"):
@@ -715,7 +715,7 @@ def run_model(
     spark_master: str = typer.Option(None, help="local[*] (default) or spark://host:7077"),
 ) -> None:
     """Run the ``model_experiment`` DAG once with ``airflow dags test``; print the summary."""
-    from balancebench.models.model_sweep import validate_model_params
+    from balancebench.model_sweep import validate_model_params
 
     params = _at_the_door(
         lambda: validate_model_params(parse_json_object(conf, "CONF")), spark_master
@@ -731,7 +731,7 @@ def run_model(
         import pandas as pd
 
         frame = pd.read_csv(summary)
-        from balancebench.models.model_sweep import REPETITION_SUFFIXES
+        from balancebench.model_sweep import REPETITION_SUFFIXES
 
         keep = [c for c in frame.columns if c != "run_id" and not c.endswith(REPETITION_SUFFIXES)]
         varied = [c for c in keep if c in {k.split("_", 1)[1] for k in params["grid"]}]

@@ -57,7 +57,7 @@ def logged_name(name: str, headline: frozenset[str] | set[str]) -> str:
 def headline_metrics() -> frozenset[str]:
     """The run-level figures logged under their own names: the comparison table's and the
     figures the nightly sweep aggregates (regression, exact and paper-figure metrics)."""
-    from balancebench.paper000 import FIGURE_METRICS
+    from balancebench.paper000_figures import FIGURE_METRICS
     from balancebench.regression import EXACT, TIMED
 
     return frozenset([*TABLE_METRICS, *TIMED, *EXACT, *FIGURE_METRICS])

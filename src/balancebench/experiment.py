@@ -9,8 +9,8 @@ decided or its budget ends (``balancebench.rounds``). It builds each dataset's r
 stream (``balancebench.streams``) and loads it once; runs each strategy through its
 runner (``spark.runners``: the micro-batch engine under the strategy's router, or a
 Spark-native baseline); derives latency and throughput from the measured batches under
-the cost model (``metrics.clock``); logs everything with the units and definitions of
-``metrics.METRIC_DEFINITIONS``; and writes a JSON summary per run to ``.local/results``.
+the cost model (``metric_definitions.clock``); logs everything with the units and definitions of
+``metric_definitions.METRIC_DEFINITIONS``; and writes a JSON summary per run to ``.local/results``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Final
 import numpy as np
 import pyarrow.parquet as pq
 
-from balancebench import metrics, reaper, replay, tracking
+from balancebench import metric_definitions, reaper, replay, tracking
 from balancebench.compare import BATCH_PREFIX, headline_metrics, logged_name
 from balancebench.experiment_params import ExperimentSpec, applicable_params
 from balancebench.paths import results_dir
@@ -87,12 +87,12 @@ def summarize(
     event_time_s: np.ndarray,
     batch_of: np.ndarray,
     interval_s: float,
-    bandwidth_mb_per_s: float | None = metrics.DEFAULT_BANDWIDTH_MB_PER_S,
+    bandwidth_mb_per_s: float | None = metric_definitions.DEFAULT_BANDWIDTH_MB_PER_S,
 ) -> dict[str, float]:
     """Run-level metrics from the measured batches, under the cost model (definitions in
-    ``metrics``)."""
+    ``metric_definitions``)."""
     costs = [b.costs(bandwidth_mb_per_s) for b in batches]
-    run = metrics.clock(costs, event_time_s, batch_of, interval_s)
+    run = metric_definitions.clock(costs, event_time_s, batch_of, interval_s)
     makespan = np.array([b.makespan_s for b in batches])
     plans = [b.plan for b in batches if b.plan is not None]
     plan_ms = np.array([p.plan_time_ms for p in plans])
@@ -104,7 +104,7 @@ def summarize(
     received = sum(b.received_tuples for b in batches)
     nodes_used = max(b.nodes_used for b in batches)
     node_work_s = [float(b.node_work_s.sum()) for b in batches]
-    _, per_tuple_s, r2, residual_s = metrics.fit_node_work(
+    _, per_tuple_s, r2, residual_s = metric_definitions.fit_node_work(
         np.array([b.node_received for b in batches]), np.array([b.node_work_s for b in batches])
     )
     # A scale-out's adjustment: the plan made after the batch nodes joined, and the
@@ -166,7 +166,7 @@ def summarize(
 
 
 def batch_metrics(
-    result: Any, bandwidth_mb_per_s: float | None = metrics.DEFAULT_BANDWIDTH_MB_PER_S
+    result: Any, bandwidth_mb_per_s: float | None = metric_definitions.DEFAULT_BANDWIDTH_MB_PER_S
 ) -> dict[str, float]:
     """The per-batch series (``step`` = batch index)."""
     costs = result.costs(bandwidth_mb_per_s)
@@ -203,8 +203,8 @@ def batch_metrics(
         "migration_bytes": costs.migration_bytes,
         **{k: float(v) for k, v in result.extra.items()},
     }
-    if metrics.CORE_WAIT in out:  # part of harness_s, as its definition says
-        out[metrics.CORE_WAIT] = costs.harness_core_wait_s
+    if metric_definitions.CORE_WAIT in out:  # part of harness_s, as its definition says
+        out[metric_definitions.CORE_WAIT] = costs.harness_core_wait_s
     if result.migration is not None:
         out["migration_extract_s"] = result.migration.extract_s
     if result.plan is not None:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
-from balancebench.metrics import DEFAULT_BANDWIDTH_MB_PER_S
+from balancebench.metric_definitions import DEFAULT_BANDWIDTH_MB_PER_S
 from balancebench.schema import NAME_PATTERN, check_values, spec_defaults
 from balancebench.strategies import (
     STRATEGIES,
@@ -30,13 +30,26 @@ from balancebench.workloads import (
     get_workload,
 )
 
+
+def _workloads_in_words() -> str:
+    """The workloads by kind, from the registry (a new workload appears on its own)."""
+    aggregations = [n for n, w in sorted(WORKLOADS.items()) if not w.is_join]
+    joins = [n for n, w in sorted(WORKLOADS.items()) if w.is_join]
+    return f"{', '.join(aggregations)} (aggregations); {', '.join(joins)} (joins)."
+
+
+def _default_datasets_in_words() -> str:
+    """Each workload's own dataset, from the registry."""
+    return ", ".join(f"{n}: {w.default_dataset}" for n, w in sorted(WORKLOADS.items()))
+
+
 EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
     "workload": {
         "type": "string",
         "enum": sorted(WORKLOADS),
         "default": "topk",
         "title": "Workload",
-        "description": "topk, phone, wordcount (aggregations); eq5, band (TPC-H joins).",
+        "description": _workloads_in_words(),
     },
     "dataset": {
         "type": "string",
@@ -44,8 +57,8 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": "auto",
         "title": "Dataset",
         "description": "Generator of the input (balancebench datasets lists them); auto = the "
-        "workload's own (topk: topic_stream, phone: phone_stream, wordcount: tasks, eq5 and "
-        "band: tpch). Its Params are the dataset Params below.",
+        f"workload's own ({_default_datasets_in_words()}). Its Params are the dataset Params "
+        "below.",
     },
     "strategies": {
         "type": "array",
@@ -186,7 +199,8 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "maximum": 1000,
         "default": 1,
         "title": "Band width",
-        "description": "band workload: L1.orderkey within this of L2.orderkey (paper: 1).",
+        "description": "Band joins (band): an R tuple meets the S tuples whose key is within "
+        "this of its own (L1.orderkey of L2.orderkey; paper: 1).",
     },
     "join_arrival": {
         "type": "string",

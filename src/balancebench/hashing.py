@@ -73,9 +73,8 @@ def murmur3_hash_long(values: np.ndarray, seed: int | np.ndarray = SPARK_HASH_SE
 
 
 def home_nodes(keys: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Paper 000's base routing ``F(k)``: ``pmod(hash(key), n_nodes)`` as int32."""
-    if n_nodes < 1:
-        raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
+    """Paper 000's base routing ``F(k)``: ``pmod(hash(key), n_nodes)`` as int32
+    (``n_nodes >= 1``: checked with the Params at the door)."""
     h = murmur3_hash_long(keys).astype(np.int64)
     return np.mod(h, n_nodes).astype(np.int32)
 

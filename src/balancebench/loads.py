@@ -107,7 +107,9 @@ class KeyLoads:
     def __len__(self) -> int:
         return len(self.key)
 
-    def check_nodes(self, n_nodes: int) -> None:
+    def assert_on_nodes(self, n_nodes: int) -> None:
+        """An invariant of the engine, not a Param check (``n_nodes`` was checked at the
+        door): a window measured on ``n_nodes`` nodes lies on nodes ``0 .. n_nodes - 1``."""
         if len(self.node) and self.node.max() >= n_nodes:
             raise ValueError(
                 f"KeyLoads.node holds node {int(self.node.max())}, "
@@ -116,7 +118,7 @@ class KeyLoads:
 
     def node_loads(self, n_nodes: int) -> np.ndarray:
         """``L(d)`` for every node ``d`` (float64, length ``n_nodes``)."""
-        self.check_nodes(n_nodes)
+        self.assert_on_nodes(n_nodes)
         return np.bincount(self.node, weights=self.load, minlength=n_nodes).astype(np.float64)
 
 

@@ -1,10 +1,10 @@
 """A model sweep inside a Spark application, logged as MLflow children of the DAG's parent.
 
 Called by ``spark_apps/run_model_sweep.py`` (the ``spark-submit`` entry point): expands
-the Params into points (``models.model_sweep``), measures the scheduling model's per-task
+the Params into points (``balancebench.model_sweep``), measures the scheduling model's per-task
 costs by running each WordCount task on Spark (the median CPU time of 3 runs after a
-warm-up, less the empty job's; ``spark.task_costs``) unless given, runs every point as one
-Spark task, logs one child per (strategy, parameter point), and
+warm-up, less the empty job's; ``spark.scheduling_task_costs``) unless given, runs every
+point as one Spark task, logs one child per (strategy, parameter point), and
 writes the summary table (CSV) and the model's figure (PNG) to ``.local/results``.
 """
 
@@ -19,8 +19,7 @@ from typing import Any
 import pandas as pd
 
 from balancebench import reaper, tracking
-from balancebench.models import get_model
-from balancebench.models.model_sweep import (
+from balancebench.model_sweep import (
     log_sweep,
     model_points,
     repetition_rows,
@@ -29,6 +28,7 @@ from balancebench.models.model_sweep import (
     sweep_params,
     validate_model_params,
 )
+from balancebench.models import get_model
 from balancebench.paths import results_dir
 
 
@@ -68,7 +68,7 @@ def run_model_sweep(spec: ModelSweepSpec, master: str | None = None) -> dict[str
     sc = spark.sparkContext
     measured: dict[str, Any] = {}
     if model.name == "scheduling" and params.get("scheduling_task_costs_s") is None:
-        from balancebench.spark.task_costs import measure_wordcount_costs_detail
+        from balancebench.spark.scheduling_task_costs import measure_wordcount_costs_detail
 
         measured = measure_wordcount_costs_detail(spark, spec.dataset_dir)
         params["scheduling_task_costs_s"] = measured["task_costs_s"]

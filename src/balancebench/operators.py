@@ -15,14 +15,25 @@ the engine, the baselines, the routers, the strategies and the oracle ask the op
   key stores one side where it is split and replicates the other to the parts) serves
   equality only; a band join's candidate keys need the other side's parts whole.
 
-A new windowed join is an ``Operator`` subclass with its ``key_offsets``, registered in
-``OPERATORS``, and a workload that runs it (``workloads.py``).
+- **time window** (``in_window``, ``state_horizon``, ``window_batches``): with the Param
+  ``window_s > 0`` a join pairs tuples whose event times are at most ``window_s`` apart and
+  keeps, after batch ``b``, only the tuples the next batches can still meet; an aggregation
+  counts over the last ``window_batches`` batches. The engine's node join, the Spark-native
+  baselines, Spark's streaming join and the oracle all take the condition from here
+  (through ``EngineConfig``), so they cannot disagree; the engine and the batch-query
+  baselines take the horizon too (Spark's streaming join keeps state by its own watermark,
+  a range on ``window_s`` widened for its timestamps' rounding).
+
+A new windowed join is an ``Operator`` subclass with its ``key_offsets`` (a key range) or
+its ``in_window``/``state_horizon`` (a time rule), registered in ``OPERATORS``, and a
+workload that runs it (``workloads.py``): two source files.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,30 @@ class Operator:
         """How far from its own key a tuple of either side matches (0 = its own key)."""
         lo, hi = self.key_offsets(band_width)
         return max(-lo, hi)
+
+    def in_window(self, t_r: Any, t_s: Any, window_s: float) -> Any:
+        """The time condition on an R and an S tuple's event times (seconds):
+        ``|t_r - t_s| <= window_s``; None when there is no window (``window_s <= 0``: the
+        whole history meets). Written without ``abs`` so that the one expression serves
+        Spark columns, numpy arrays and plain numbers alike."""
+        if window_s <= 0:
+            return None
+        return (t_r - t_s <= window_s) & (t_s - t_r <= window_s)
+
+    def state_horizon(self, b: int, interval_s: float, window_s: float) -> float | None:
+        """The oldest event time a join must still hold after batch ``b`` (None: the
+        whole history). Batch ``b + 1`` starts at ``(b + 1) * interval_s``, and its tuples
+        meet nothing older than ``window_s`` before that (:meth:`in_window`)."""
+        if window_s <= 0:
+            return None
+        return (b + 1) * interval_s - window_s
+
+    def window_batches(self, interval_s: float, window_s: float) -> int | None:
+        """An aggregation's window in batches: the last ``ceil(window_s / interval_s)``
+        (at least one; None = the whole history)."""
+        if window_s <= 0:
+            return None
+        return max(1, math.ceil(window_s / interval_s - 1e-9))
 
 
 @dataclass(frozen=True)

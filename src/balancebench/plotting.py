@@ -3,9 +3,40 @@ models' figures: one order and one colour per strategy, and spread markers."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from typing import Final
 
 from balancebench.strategies import STRATEGIES
+
+#: Each strategy's colour, fixed by name (matplotlib's tab20, strong shades first), so that
+#: adding a strategy never recolours another in any figure, old or new.
+STRATEGY_COLORS: Final[dict[str, str]] = {
+    "hash": "#1f77b4",
+    "qmmp": "#ff7f0e",
+    "mnrt": "#2ca02c",
+    "readj": "#d62728",
+    "pkg": "#9467bd",
+    "dchoices": "#8c564b",
+    "wchoices": "#e377c2",
+    "balanceload": "#7f7f7f",
+    "dynamic": "#bcbd22",
+    "bi": "#17becf",
+    "bi6": "#aec7e8",
+    "operator_set": "#ffbb78",
+    "operator_parallel": "#98df8a",
+    "query_parallel": "#ff9896",
+    "spark_streaming": "#c5b0d5",
+    "spark_aqe": "#c49c94",
+    "spark_salting": "#f7b6d2",
+}
+#: Colours for a name the map does not hold (a new strategy before it is given one):
+#: matplotlib's tab20b, none of them in the map.
+_UNLISTED_COLORS: Final[tuple[str, ...]] = (
+    "#393b79", "#5254a3", "#6b6ecf", "#9c9ede", "#637939", "#8ca252", "#b5cf6b", "#cedb9c",
+    "#8c6d31", "#bd9e39", "#e7ba52", "#e7cb94", "#843c39", "#ad494a", "#d6616b", "#e7969c",
+    "#7b4173", "#a55194", "#ce6dbd", "#de9ed6",
+)  # fmt: skip
 
 
 def spread_offsets(lines: int, xs: Sequence[float], share: float) -> list[float]:
@@ -23,13 +54,10 @@ def strategy_order(names: list[str]) -> list[str]:
 
 
 def strategy_color(name: str) -> str:
-    """The one colour of a strategy in every figure (matplotlib's tab20, by registry index)."""
-    import matplotlib
-
-    names = list(STRATEGIES)
-    index = names.index(name) if name in names else len(names)
-    # tab20's strong shades first (even slots), then the light ones: neighbours in the
-    # registry (hash, qmmp, mnrt) get distinct hues.
-    slot = (2 * index) % 20 + (index // 10) % 2
-    r, g, b, _ = matplotlib.colormaps["tab20"](slot)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+    """The one colour of a strategy in every figure: :data:`STRATEGY_COLORS`, or for a
+    name it does not hold one picked by a hash of the name (stable across runs and
+    registries: never by a position that an insertion would shift)."""
+    if name in STRATEGY_COLORS:
+        return STRATEGY_COLORS[name]
+    digest = hashlib.sha256(name.encode()).digest()
+    return _UNLISTED_COLORS[int.from_bytes(digest[:4], "big") % len(_UNLISTED_COLORS)]

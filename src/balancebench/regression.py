@@ -14,7 +14,7 @@ the stdev is taken over the history *and* tonight's rounds (all samples of the s
 cell's noise; with one earlier sweep of a few rounds the history alone says little),
 and a change smaller than the figure's ``MIN_ABSOLUTE`` is never a regression (two
 identical sweeps measured here moved ``plan_time_ms_mean`` from 1.47 to 2.09 ms: +42%, on
-the wall clock; plans are timed on the thread's CPU clock since, ``metrics.plan_clock``).
+the wall clock; plans are timed on the thread's CPU clock since, ``metric_definitions.plan_clock``).
 
 Deterministic figures (tuple imbalance, routing entries, migrated tuples, result rows and
 the result digest) depend only on the seed, the Params and the code: any change from the

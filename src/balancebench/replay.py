@@ -13,7 +13,7 @@ Processing model of a micro-batch engine (one batch at a time, in order):
 - it *starts* at ``max(close_b, end_{b-1} + plan_delay_{b-1})``: it cannot start before
   the previous batch finished and the plan made from that batch's statistics is ready;
 - it *ends* at ``start_b + service_b``, where ``service_b`` is the batch's charged
-  service (``metrics.BatchCosts.service_s``): its routing work per sender, then the node
+  service (``metric_definitions.BatchCosts.service_s``): its routing work per sender, then the node
   that finishes last, by its CPU time (``executorCpuTime``; its run time where a runner
   measures no CPU) plus its share of a migration (CPU and transfer; nodes run in parallel).
 

@@ -3,7 +3,7 @@
 Every round of a cell is an MLflow run (role ``round``, tag ``balancebench.round``) under
 the cell's run (one per strategy of a ``balance_experiment`` run, one per cell of a
 sweep). The steps that close a DAG run (``pipeline.compare_step``,
-``pipeline.sweep_summarize_step``) and ``balancebench report`` read them here: per cell
+``sweep_pipeline.sweep_summarize_step``) and ``balancebench report`` read them here: per cell
 its finished rounds' figures, the mean and Student-t interval of each over the rounds
 (:func:`balancebench.stats.repetition_stats`), and per group the verdict of every
 strategy against the baseline on the paired rounds

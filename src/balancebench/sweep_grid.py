@@ -22,24 +22,33 @@ from typing import Any, Final
 
 from balancebench.experiment_params import EXPERIMENT_PARAMS, ExperimentSpec, param_section
 from balancebench.generators import DATASET_PARAMS
-from balancebench.paper000 import FIGURES, NO_FIGURE, get_figure, with_figure
+from balancebench.paper000_figures import FIGURES, NO_FIGURE, get_figure, with_figure
 from balancebench.regression import TIMED
 from balancebench.rounds import choose_baseline
 from balancebench.schema import check_grid_size, check_values, spec_defaults
 from balancebench.strategies import STRATEGIES
-from balancebench.workloads import WORKLOADS, get_workload
+from balancebench.workloads import get_workload
 
 #: Grid axes taken from the grid, not from the experiment Params.
 GRID_AXES: Final[tuple[str, ...]] = ("workloads", "strategies", "zipf_s", "n_nodes")
 
 _FROM_GRID = {"workload", "strategies", "zipf_s", "n_nodes"}
-#: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param.
+_VALUE_RULES = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _value_rules(spec: dict[str, Any]) -> dict[str, Any]:
+    """What one value of a Param must be (its type, enum and bounds), from its own spec."""
+    return {rule: spec[rule] for rule in _VALUE_RULES if rule in spec}
+
+
+#: One spec per grid axis: the items of the JSON ``grid``'s axis and of its own Param,
+#: taken from the experiment Param the axis sets (one rule, one place: the Param's).
 _AXIS_ITEMS: dict[str, dict[str, Any]] = {
-    "workloads": {"type": "string", "enum": sorted(WORKLOADS)},
-    "strategies": {"type": "string", "enum": sorted(STRATEGIES)},
-    "zipf_s": {"type": "number", "minimum": 0, "maximum": 5},
-    "n_nodes": {"type": "integer", "minimum": 1, "maximum": 1024},
-    "tolerance": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+    "workloads": _value_rules(EXPERIMENT_PARAMS["workload"]),
+    "strategies": _value_rules(EXPERIMENT_PARAMS["strategies"]["items"]),
+    "zipf_s": _value_rules(EXPERIMENT_PARAMS["zipf_s"]),
+    "n_nodes": _value_rules(EXPERIMENT_PARAMS["n_nodes"]),
+    "tolerance": _value_rules(EXPERIMENT_PARAMS["tolerance"]),
 }
 DEFAULT_GRID: Final[dict[str, list[Any]]] = {
     "workloads": ["topk"],
@@ -132,8 +141,8 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "(3a, 3b: execution time; 4-5: nodes used and balance-adjustment time under "
         "scale-out; 6a, 6b: tuples per node; 7: plan time against the tolerance; 8: TOPK "
         "throughput and latency): "
-        "the figure fixes the grid and its Params (balancebench.paper000 says which and how "
-        "they are scaled) and the sweep draws the paper-style figure.",
+        "the figure fixes the grid and its Params (balancebench.paper000_figures says which and "
+        "how they are scaled) and the sweep draws the paper-style figure.",
         "section": "Sweep",
     },
     "max_runs": {

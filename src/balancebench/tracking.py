@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from balancebench import reaper
-from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.paths import exclusive_lock, local_dir, source_root, storage_error
 from balancebench.schema import terminal_safe
 

@@ -16,7 +16,7 @@ from balancebench import tracking
 from balancebench.compare import headline_metrics
 from balancebench.experiment_params import applicable_params, validate_params
 from balancebench.generators import generate, generator_params
-from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from tests.e2e.conftest import BIN, ROOT, TINY
 

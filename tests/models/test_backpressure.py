@@ -373,7 +373,7 @@ def test_figure_mirrors_the_papers_plots(monkeypatch):
     assert {line.get_label() for line in first.lines} == {"credit", "migration"}
     assert "MB" in second.get_xlabel() and len(second.lines) == 2
     # With Fig. 7's volume among the totals: its completion curves too, then Fig. 8's.
-    import balancebench.models.backpressure.model as backpressure_model
+    import balancebench.models.backpressure.backpressure_model as backpressure_model
 
     monkeypatch.setattr(backpressure_model, "FIG7_TOTAL_MB", 100.0)
     fig7, fig8, volume = MODEL.figure(results).axes

@@ -7,9 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from balancebench.models import MODELS, get_model, model_strategies
-from balancebench.models.base import ModelPoint, ModelResult
-from balancebench.models.model_sweep import (
+from balancebench.model_sweep import (
     MODEL_EXPERIMENT_PARAMS,
     grid_points,
     log_sweep,
@@ -18,6 +16,8 @@ from balancebench.models.model_sweep import (
     summarize_point,
     validate_model_params,
 )
+from balancebench.models import MODELS, get_model, model_strategies
+from balancebench.models.base import ModelPoint, ModelResult
 
 #: Small, fast points of the back-pressure model (no dataset: synthetic traffic).
 SMALL = {"model": "backpressure", "backpressure_synthetic_total_mb": 200, "repetitions": 2}
@@ -113,7 +113,7 @@ def test_log_sweep_writes_one_child_per_strategy_and_point(tmp_path):
 
 @pytest.mark.slow
 def test_points_run_as_spark_tasks_give_the_local_results(spark):
-    from balancebench.models.model_sweep import run_points_on_spark
+    from balancebench.model_sweep import run_points_on_spark
 
     # Given a few points of two models
     points = model_points(validate_model_params({**SMALL, "repetitions": 2}), None)

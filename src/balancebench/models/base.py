@@ -10,7 +10,7 @@ the model's ``strategies`` are its keys).
 
 A model experiment is a grid of :class:`ModelPoint` s — (strategy, parameter point,
 repetition) — and :meth:`Model.run` turns one point into a :class:`ModelResult`. The
-sweep runner (``balancebench.models.model_sweep``) runs every point as one Spark task, so a
+sweep runner (``balancebench.model_sweep``) runs every point as one Spark task, so a
 nightly sweep scales out on a cluster, and logs one MLflow child per (strategy,
 parameter point) with the same schema as the Spark workloads.
 
@@ -18,8 +18,8 @@ Every :class:`ModelResult` carries the common metrics where the model has them
 (``plan_time_ms``, ``latency_p50_s``, ``latency_p95_s``, ``latency_p99_s``,
 ``throughput_tuples_per_s`` or ``throughput_mb_per_s``, ``imbalance_max_over_mean``) plus
 the model's own, all with units in the name and a definition in ``metric_definitions``.
-``plan_time_ms`` is the thread's CPU time (``balancebench.metrics.plan_clock``) around the
-strategy's decision code; everything else is derived from the simulation's own clock
+``plan_time_ms`` is the thread's CPU time (``balancebench.metric_definitions.plan_clock``)
+around the strategy's decision code; everything else is derived from the simulation's own clock
 (simulated seconds).
 """
 
@@ -124,7 +124,7 @@ class Model(ABC):
     - ``param_schema``: JSON-schema spec per model parameter (``type``, bounds/enum,
       ``default``, ``title``, ``description``); the DAG Param is ``<model>_<param>``.
     - ``metric_definitions``: name -> definition of every metric and series it emits
-      beyond the common ones of ``balancebench.metrics``.
+      beyond the common ones of ``balancebench.metric_definitions``.
     """
 
     name: ClassVar[str]

@@ -23,7 +23,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   first batch of the first measured run on the loaded stream (``node_fixed_s``; the
   application's later runs of the same configuration reuse it). The batch's group may
   also run small jobs (broadcasting a routing table or a migration's segments, a
-  layout's first look at the batch), charged as routing work (``task_metrics.batch_work``).
+  layout's first look at the batch), charged as routing work (``rest_task_metrics.batch_work``).
 - **State lives on its node across batches**, with the same partitioning. A join's
   stored tuples are kept in *pieces* of one side each, written once (a probe scans only
   the other side's pieces): a batch's stored rows are the rows its node stage received;
@@ -42,14 +42,16 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   stored tuples for a join); the engine runs the batch around it. Aggregation: each node
   counts its tuples per key and adds them to its state; the window's answer merges the
   partials of every node per key at the key's home node ``F(k)`` (a split key's partials
-  travel there; that merge is node work; TOPK: the ``top_k`` keys by count, ties to the
-  smaller key). Join (paper 000 Algorithm 1, with MNRT's two-stream rule for split keys,
-  ``routers``): each node joins the probes it received with the tuples it stores of the
-  other side (its pieces and the batch's new stored tuples) on the operator's key range
-  (``Operator.key_offsets``: the same key for an equi-join, keys within ``band_width``
-  for the band join; an equi-join on the probe's candidate keys, ``spark.join_keys``),
-  keeping a pair only when the stored tuple arrived earlier (``tuple_id`` is the arrival
-  order) and, for a window join, within ``window_s``: every pair is produced exactly
+  travel there; that merge is node work). The answer is the whole ``(key, count)``
+  table of the window, for TOPK too: the oracle checks the whole table, and only for
+  display takes its ``top_k`` keys by count (ties to the smaller key). Join (paper 000
+  Algorithm 1, with MNRT's two-stream rule for split keys, ``routers``): each node joins
+  the probes it received with the tuples it stores of the other side (its pieces and the
+  batch's new stored tuples) on the operator's key range (``Operator.key_offsets``: the
+  same key for an equi-join, keys within ``band_width`` for the band join; an equi-join
+  on the probe's candidate keys, ``spark.join_keys``), keeping a pair only when the
+  stored tuple arrived earlier (``tuple_id`` is the arrival order) and, for a window
+  join, within ``window_s`` (``Operator.in_window``): every pair is produced exactly
   once, by the later tuple's probe at the node storing the earlier one. The batch's
   probes are the hash table and the stored tuples stream through it, so the stored
   history is read once per batch and never sorted.
@@ -68,7 +70,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   aggregation's state update rewrites the state anyway; a join's pieces list the rows
   as gone, and a probe's pairs with a gone row are dropped). No Spark job of its own, and
   a plan that moves nothing adds nothing.
-- **Measured per batch** (Spark's REST API, ``task_metrics.batch_work``), by the batch
+- **Measured per batch** (Spark's REST API, ``rest_task_metrics.batch_work``), by the batch
   job's structure: the routing stages' tasks (the senders); per node the rows its task
   read and, summed over the node stages, ``executorCpuTime`` (the node's work) and
   ``executorRunTime`` (wall); a migration's extra map tasks per sending node (CPU, rows,
@@ -77,12 +79,12 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   tuples, 8 nodes, 2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts
   where CPU max/mean is 1.04-1.2). The wall makespan is reported too
   (``makespan_wall_s``). A migration is charged what its rows cost in the stages they
-  ride (``metrics.attribute_migration``): per row the senders' cost of writing a row
+  ride (``metric_definitions.attribute_migration``): per row the senders' cost of writing a row
   into the exchange at the sending node, the receiving node stage's cost per row read at
   the receiving node, plus bytes / bandwidth; the rest of the extra map tasks (scanning
   a node's state for the rows that move, which a keyed store would not do) is the
   engine's, reported apart (``migration_extract_s``). The cost model
-  (``balancebench.metrics``) turns these into the replay clock; the oracle, statistics,
+  (``balancebench.metric_definitions``) turns these into the replay clock; the oracle, statistics,
   task-metric reads and job scheduling are the harness's own cost (``harness_s``).
 """
 
@@ -96,7 +98,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench import metrics
+from balancebench import metric_definitions
 from balancebench.hashing import partition_surrogates
 from balancebench.spark.loop import (
     BatchResult,
@@ -108,6 +110,7 @@ from balancebench.spark.node_state import Flow, node_state_for
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.placement import home_node
 from balancebench.spark.replay_stream import EngineConfig, batch_frame, kept_with
+from balancebench.spark.rest_task_metrics import NODE, GroupWork, batch_work
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
     BatchStats,
@@ -115,7 +118,6 @@ from balancebench.spark.routers import (
     RouteContext,
     SparkRouter,
 )
-from balancebench.spark.task_metrics import NODE, GroupWork, batch_work
 
 #: Spark SQL settings the engine needs while it runs (restored afterwards): joins inside
 #: node partitions (no broadcast, co-partitioned on the surrogate alone), and no runtime
@@ -296,7 +298,7 @@ class Engine(MicroBatchLoop):
             node_work = node_work + durable.node_cpu_s
         migration = None
         if moves is not None:
-            migration, node_work = metrics.attribute_migration(
+            migration, node_work = metric_definitions.attribute_migration(
                 node_cpu_s=node_work,
                 stage_cpu_s=work.stage_cpu_s[0],
                 stage_records=work.stage_records_read[0],
@@ -339,7 +341,8 @@ class Engine(MicroBatchLoop):
                 "route_wall_s": work.route_wall_s,
                 "node_wall_s": work.node_wall_s,
                 "node_gc_s": work.node_gc_s + (durable.node_gc_s if durable else 0.0),
-                metrics.CORE_WAIT: work.core_wait_s + (durable.core_wait_s if durable else 0.0),
+                metric_definitions.CORE_WAIT: work.core_wait_s
+                + (durable.core_wait_s if durable else 0.0),
                 "retried_stages": float(
                     work.retried_stages + (durable.retried_stages if durable else 0)
                 ),
@@ -364,7 +367,7 @@ class Engine(MicroBatchLoop):
     def _check_received(self, arrival: Arrival, work: GroupWork) -> None:
         """The rows each node's task read from the exchange are its routed copies plus
         the rows a migration moved to it, and the exchange's map tasks read as a
-        migration's (``task_metrics.batch_work``, by ``Flow.route_partitions``) wrote the
+        migration's (``rest_task_metrics.batch_work``, by ``Flow.route_partitions``) wrote the
         moved rows, no more, no less (a stage rerun after a lost executor may read a
         partition twice, so this is skipped then)."""
         read = arrival.received + arrival.moved_rows

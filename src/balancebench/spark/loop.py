@@ -8,7 +8,7 @@ return a :class:`BatchResult`, with the oracle's verdict on the batch's answer
 everything around it: the Spark SQL settings for the run (set, then restored), the phase
 clock (driver wall per phase, where the harness's time goes), the callback, and the
 failure on a mismatch. Every runner's results become the cost model's input in one place
-(``BatchResult.costs``) and are charged by one function (``balancebench.metrics.clock``).
+(``BatchResult.costs``) and are charged by one function (``balancebench.metric_definitions.clock``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
 from balancebench.loads import imbalance
-from balancebench.metrics import (
+from balancebench.metric_definitions import (
     CORE_WAIT,
     DEFAULT_BANDWIDTH_MB_PER_S,
     BatchCosts,
@@ -35,7 +35,7 @@ from balancebench.metrics import (
 )
 from balancebench.paths import local_dir
 from balancebench.spark.replay_stream import batch_frame, kept_with
-from balancebench.spark.task_metrics import GroupWork, TaskMetricsReader, group_work
+from balancebench.spark.rest_task_metrics import GroupWork, TaskMetricsReader, group_work
 from balancebench.strategies import MigrationPlan
 
 
@@ -123,7 +123,7 @@ class BatchResult:
         return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
 
     def costs(self, bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
-        """The batch as the cost model's input (``metrics.BatchCosts``)."""
+        """The batch as the cost model's input (``metric_definitions.BatchCosts``)."""
         m = self.migration
         empty = np.zeros(0)
         return BatchCosts(
@@ -305,5 +305,5 @@ class MicroBatchLoop(ABC):
         return group
 
     def work(self, group: str, role: str) -> GroupWork:
-        """Measured work of a finished job group (``task_metrics.group_work``)."""
+        """Measured work of a finished job group (``rest_task_metrics.group_work``)."""
         return group_work(self.reader, group, role, self.n)

@@ -476,8 +476,9 @@ class StoredTuples(NodeState):
             & (F.col("p._match") == F.col("s.key"))
             & (F.col("s.tuple_id") < F.col("p.tuple_id"))
         )
-        if cfg.window_s > 0:
-            cond = cond & (F.col("p.event_time_s") - F.col("s.event_time_s") <= cfg.window_s)
+        in_window = cfg.in_window(F.col("p.event_time_s"), F.col("s.event_time_s"))
+        if in_window is not None:
+            cond = cond & in_window
         # The batch's probes are the build side; stored tuples stream through.
         joined = s.join(p.hint("shuffle_hash"), cond)
         return joined.select(
@@ -617,10 +618,7 @@ class StoredTuples(NodeState):
 
     def horizon(self, b: int) -> float | None:
         """Oldest event time a window join keeps after batch ``b`` (None: full history)."""
-        cfg = self.host.config
-        if cfg.window_s <= 0:
-            return None
-        return (b + 1) * cfg.interval_s - cfg.window_s
+        return self.host.config.horizon(b)
 
     def frame(self, b: int, state: Any = None) -> DataFrame | None:
         """Every piece's live rows, rows older than the window's horizon left out."""

@@ -67,8 +67,9 @@ def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
     cond = match_condition(
         config.workload.operator, F.col("r.key"), F.col("s.key"), config.band_width
     )
-    if config.window_s > 0:
-        cond = cond & (F.abs(F.col("r.event_time_s") - F.col("s.event_time_s")) <= config.window_s)
+    in_window = config.in_window(F.col("r.event_time_s"), F.col("s.event_time_s"))
+    if in_window is not None:
+        cond = cond & in_window
     cond = cond & (F.greatest(F.col("r.batch"), F.col("s.batch")) == b)
     return r.join(s, cond).select(
         F.col("r.tuple_id").alias("r_id"), F.col("s.tuple_id").alias("s_id")

@@ -4,7 +4,8 @@
 ``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
 fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found by
 :class:`SlotTable`: a hash table built on the driver (hash and displace: one slot per
-key, found without probing) and read inside one projection, no join, no shuffle, so a
+key, found without probing) and read in a chain of projections (one per value,
+:meth:`SlotColumns.route`), no join, no shuffle, so a
 lookup costs the same whatever the table's size. ``partition_by_node`` then puts node
 ``i``'s tuples in Spark partition ``i`` by repartitioning on a per-node surrogate value
 whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
@@ -75,8 +76,8 @@ TABLE_SLOT_SALT = 0x2B1E5EED
 EMPTY = -1
 #: Keys per bucket (at most, on average) and slots per key (at least) of the
 #: hash-and-displace layout: with a third of the slots free or more, the last buckets find
-#: free slots in a few tries. Both counts are powers of two, so a tuple's bucket and slot
-#: are a bit mask of a hash, not a division.
+#: free slots in a few tries. The bucket and slot counts are rounded up to powers of two,
+#: so a tuple's bucket is a shift and its slot a bit mask of a hash, not a division.
 KEYS_PER_BUCKET = 3
 SLOTS_PER_KEY = 1.5
 #: Displacements tried for one bucket size before the table is laid out again with twice

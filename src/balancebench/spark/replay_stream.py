@@ -9,7 +9,6 @@ architectures and the Spark-native baselines all read both from here.
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass
 from functools import reduce
@@ -43,10 +42,18 @@ class EngineConfig:
 
     @property
     def window_batches(self) -> int | None:
-        """Aggregation window in batches (None = full history)."""
-        if self.window_s <= 0:
-            return None
-        return max(1, math.ceil(self.window_s / self.interval_s - 1e-9))
+        """Aggregation window in batches (None = full history; ``Operator.window_batches``)."""
+        return self.workload.operator.window_batches(self.interval_s, self.window_s)
+
+    def in_window(self, t_r: Column, t_s: Column) -> Column | None:
+        """The join's time condition on two event-time columns (``Operator.in_window``;
+        None: no window)."""
+        return self.workload.operator.in_window(t_r, t_s, self.window_s)
+
+    def horizon(self, b: int) -> float | None:
+        """The oldest event time a join holds after batch ``b`` (``Operator.state_horizon``;
+        None: the whole history)."""
+        return self.workload.operator.state_horizon(b, self.interval_s, self.window_s)
 
 
 def batch_of(interval_s: float, n_batches: int) -> Column:

@@ -27,12 +27,12 @@ from balancebench.spark.architecture_routers import (
     OperatorSetRouter,
     QueryParallelRouter,
 )
-from balancebench.spark.batch_query_baselines import AqeRunner, SaltingRunner
 from balancebench.spark.engine import Engine
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
+from balancebench.spark.native_batch_queries import AqeRunner, SaltingRunner
+from balancebench.spark.native_streaming import StreamingRunner
 from balancebench.spark.replay_stream import EngineConfig
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
-from balancebench.spark.streaming_baseline import StreamingRunner
 from balancebench.strategies import STRATEGIES, Strategy, check_scale_out
 
 #: Join architectures, with the router that writes their placement in Spark SQL.

@@ -3,16 +3,18 @@
 A key-level strategy is a small subclass of :class:`Strategy`. It reads a
 :class:`PlanView` of the window (rows grouped by node, node loads, mean, ``UL``, the
 current router) and returns a :class:`Delta`: the rows whose load changes and the parts
-it adds. The base class does the shared work once: validation, timing (``O1``), the
-physical moves, the router after the plan (``O2``), the migrated state (``O3``) and the
-imbalance before and after. After a plan the strategy routes with the new router.
+it adds. The base class does the shared work once (the Params were checked at the door,
+``ExperimentSpec.checked``): timing (``O1``), the physical moves, the router after the
+plan (``O2``), the migrated state (``O3``) and the imbalance before and after. After a
+plan the strategy routes with the new router.
 
 **The window contract.** ``plan`` assumes the window was routed by the strategy's
 current router: a key outside the routing table ``Y`` is whole on its home node, a key in
 ``Y`` is on (a subset of) its ``Y`` nodes. That is what a running system reports, and it
 lets a plan touch only the keys it moves instead of hashing and sorting all ``K`` keys.
 A strategy created without ``n_nodes`` has no router yet: its first plan *adopts* the
-window's placement exactly (``adopt``), whatever it is.
+window's placement exactly (``adopt``), whatever it is (a bucket map, which cannot hold an
+arbitrary placement, starts from its default map instead: ``BalanceLoadStrategy.adopt``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from balancebench.loads import KeyLoads, imbalance
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.operators import OPERATORS, Operator
 from balancebench.routing_table import RoutingTable, segment_starts
 
@@ -107,7 +109,7 @@ class MigrationPlan:
     move_to: np.ndarray
     #: The router after the plan (``RoutingTable`` for paper 000's strategies).
     routing_table: Any
-    #: O1: CPU time of ``plan()`` in milliseconds (``metrics.plan_clock``): grouping the
+    #: O1: CPU time of ``plan()`` in milliseconds (``metric_definitions.plan_clock``): grouping the
     #: loads by node, deciding the moves, building the router, and counting the migrated
     #: state (O3) and node loads after (plus any ``extra_plan_work_ms``); the imbalance and
     #: split-key counts are not included.
@@ -178,7 +180,6 @@ class Strategy(ABC):
         self.settings.update(params)
         self.routing: Any = None
         if n_nodes is not None:
-            _check_n_nodes(n_nodes)
             self.routing = self.initial_router(n_nodes)
 
     @classmethod
@@ -210,10 +211,11 @@ class Strategy(ABC):
     def plan(self, loads: KeyLoads, n_nodes: int, tolerance: float) -> MigrationPlan:
         """Plan a migration for the window ``loads``; the strategy adopts its router.
 
-        ``tolerance`` (in (0, 10]) was checked once, with the other Params, at the door
-        (``ExperimentSpec.checked``); it is not checked again here."""
-        _check_n_nodes(n_nodes)
-        loads.check_nodes(n_nodes)
+        ``n_nodes`` (an integer in [1, 1024], and a shape the strategy can take:
+        :meth:`check_n_nodes`) and ``tolerance`` (in (0, 10]) were checked once, with the
+        other Params, at the door (``ExperimentSpec.checked``); they are not checked again
+        here. That the window's loads lie on these nodes is an invariant of the engine."""
+        loads.assert_on_nodes(n_nodes)
         if self.routing is None and self.plans:
             self.adopt(loads, n_nodes)
         router = self.routing_for(n_nodes)
@@ -248,11 +250,6 @@ def _busy_work(until: float) -> None:
     x = 0
     while plan_clock() < until:
         x += 1
-
-
-def _check_n_nodes(n_nodes: int) -> None:
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 1:
-        raise ValueError(f"n_nodes must be an integer >= 1, got {n_nodes!r}")
 
 
 def _view(

@@ -22,12 +22,14 @@ the predicate, at the price of ``m`` copies of every R tuple and ``n`` of every 
 - *Grid size and shape* (our rule, deterministic): the first grid has ``J0`` nodes,
   ``J0`` = the Param ``initial_nodes`` rounded down to a power of two and capped at the
   largest power of two ``<= N`` (null: that largest power of two, the whole grid at
-  once). Its shape is the one of the matrix model's optimum for the first micro-batch's
-  counts: among ``n = 2^a, m = J0 / n`` it minimises the tuples shipped ``m |R| + n |S|``
-  (so ``n / m ~ |R| / |S|``); ties go to the squarer grid, then to more rows.
+  once; under memory-driven scale-out, one node). Its shape is the one of the matrix
+  model's optimum for the first micro-batch's counts: among ``n = 2^a, m = J0 / n`` it
+  minimises the tuples shipped ``m |R| + n |S|`` (so ``n / m ~ |R| / |S|``); ties go to
+  the squarer grid, then to more rows.
 - *Growth* ("turning one node into four" when memory is exceeded, paper 000 §5.2.1 and
   Fig. 4): after a batch, when the largest state of a node exceeds the Param
-  ``max_state_tuples_per_node`` and ``4 n m <= N``, the grid doubles in both dimensions:
+  ``max_state_tuples_per_node`` (when that is null, the engine's node capacity, Param
+  ``node_capacity_state_tuples``) and ``4 n m <= N``, the grid doubles in both dimensions:
   cell ``(i, j)`` becomes the 2x2 block ``(2i..2i+1, 2j..2j+1)``. Node numbering makes
   this literal: node ``d`` of a ``J``-node grid becomes nodes ``d, d + J, d + 2J, d + 3J``
   (it keeps its ``(2i, 2j)`` share; see :class:`Grid`). A stored R tuple of row ``i``
@@ -245,7 +247,8 @@ class DynamicJoin(JoinArchitecture):
             "maximum": 1024,
             "default": None,
             "description": "Nodes of the first grid (rounded down to a power of two, at most "
-            "the largest power of two <= n_nodes); null = that largest power of two.",
+            "the largest power of two <= n_nodes); null = that largest power of two (under "
+            "memory-driven scale-out: one node).",
         },
         "max_state_tuples_per_node": {
             "type": ["integer", "null"],
@@ -253,7 +256,8 @@ class DynamicJoin(JoinArchitecture):
             "default": None,
             "description": "Memory per node: when a node holds more state tuples after a "
             "batch, every node becomes four (the grid doubles in both dimensions) if 4x the "
-            "nodes fit in n_nodes; null = no limit (the grid never grows).",
+            "nodes fit in n_nodes; null = the node capacity (node_capacity_state_tuples) when "
+            "it is set, else no limit (the grid never grows).",
         },
     }
 
@@ -479,7 +483,6 @@ class BiStream(JoinArchitecture):
                 r_size = (n_nodes + 1) // 2
             s_start, s_size = r_size, n_nodes - r_size
         k = self.n_subgroups()
-        self.check_n_nodes(n_nodes, self.settings)
         r_k, s_k = min(k, r_size), min(k, s_size)  # both k except Bi on one node
         rule = "none"
         lo, span = 0, 1

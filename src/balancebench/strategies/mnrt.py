@@ -115,7 +115,7 @@ class MnrtStrategy(Strategy):
             "description": "UNLOADSELECT line 6: heavy_first = keys heavier than a node's "
             "share first (our reading of the isolation sentence), then the smallest MC / L(k); "
             "paper = the smallest MC / L(k) only (measured: 2-30x the routing entries and "
-            "up to 100x the plan time at Zipf 1.2; README).",
+            "up to 100x the plan time at Zipf 1.2; docs/history.md, issue 14).",
         },
         "reunload_when": {
             "type": "string",

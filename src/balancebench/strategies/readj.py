@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from balancebench.hashing import home_nodes
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.strategies.base import Delta, PlanView, Strategy
 
 
@@ -50,7 +50,7 @@ class ReadjStrategy(Strategy):
             "exclusiveMinimum": 0,
             "default": 10.0,
             "description": "Budget: CPU time per plan (s), on the plan's own clock "
-            "(balancebench.metrics.plan_clock).",
+            "(balancebench.metric_definitions.plan_clock).",
         },
     }
 

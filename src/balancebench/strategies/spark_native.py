@@ -3,8 +3,8 @@
 None of them plans or routes: Spark places the data itself. The library holds only their
 names, capabilities and Params (DAG Params ``<strategy>_<param>``); their execution, the
 mapping of Spark's tasks to the ``n_nodes`` "nodes" and what "state per node" means for
-each, live in ``balancebench.spark.streaming_baseline`` and
-``balancebench.spark.batch_query_baselines`` (module docstrings).
+each, live in ``balancebench.spark.native_streaming`` and
+``balancebench.spark.native_batch_queries`` (module docstrings).
 
 - ``spark_streaming``: Structured Streaming's own stateful operator (stateful aggregation
   with a watermark, or stream-stream join), state store hash-partitioned by key on

@@ -72,8 +72,8 @@ the source or sink (not on a single branch), Flink's floating buffers and buffer
 timeouts, NS-3's link layer. Table 1's grid values were lost in extraction:
 ``ALPHA_BETA_GRID`` is [reconstructed] (alpha 0.1-0.5, beta 0.1-0.7, alpha + beta <= 0.9).
 
-``plan_time_ms`` is the mean CPU time (``balancebench.metrics.plan_clock``) of one decision: the
-detection + scoring + routing code for ``migration``, one credit-grant round for
+``plan_time_ms`` is the mean CPU time (``balancebench.metric_definitions.plan_clock``) of
+one decision: the detection + scoring + routing code for ``migration``, one credit-grant round for
 ``credit``. ``events`` counts SimPy events processed (``env.step`` calls).
 
 **Layout.** ``rules`` (names and the pure pieces of the strategies), ``packets`` (the
@@ -84,13 +84,14 @@ network), ``strategies`` (one class per strategy, registered in ``STRATEGIES``),
 
 from __future__ import annotations
 
-from balancebench.models.backpressure.model import BackpressureModel
+from balancebench.models.backpressure.backpressure_model import BackpressureModel
+from balancebench.models.backpressure.backpressure_strategies import STRATEGIES
 from balancebench.models.backpressure.network import (
     DATA_SOURCE_PAUSES,
     SERVICE_DISTRIBUTIONS,
     Strategy,
 )
-from balancebench.models.backpressure.packets import (
+from balancebench.models.backpressure.packet_input import (
     PACKET_COLUMNS,
     SYNTHETIC_TRAFFIC,
     load_packets,
@@ -117,7 +118,6 @@ from balancebench.models.backpressure.rules import (
     record_segment,
     released_nodes,
 )
-from balancebench.models.backpressure.strategies import STRATEGIES
 
 __all__ = [
     "ALPHA_BETA_GRID",

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from balancebench.lazy import lazy_module
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.backpressure.queues import NodeQueue, consumer_process
 from balancebench.models.backpressure.rules import (
     CREDIT,

@@ -96,6 +96,11 @@ functions), ``strategies`` (one ``ElasticStrategy`` per strategy, registered by 
 
 from __future__ import annotations
 
+from balancebench.models.elastic.elastic_model import ElasticModel, elastic_figure, result_of
+from balancebench.models.elastic.elastic_strategies import (
+    STRATEGIES,
+    ElasticStrategy,
+)
 from balancebench.models.elastic.inputs import (
     PHONE_KEYS,
     SAMPLE_SCHEDULES,
@@ -104,7 +109,6 @@ from balancebench.models.elastic.inputs import (
     sample_phone_stream,
     step_bucket_shares,
 )
-from balancebench.models.elastic.model import ElasticModel, elastic_figure, result_of
 from balancebench.models.elastic.protocol import (
     ProtocolRun,
     reference_windowed_count,
@@ -126,10 +130,6 @@ from balancebench.models.elastic.simulation import (
     ElasticConfig,
     ElasticRun,
     simulate_elastic,
-)
-from balancebench.models.elastic.strategies import (
-    STRATEGIES,
-    ElasticStrategy,
 )
 
 __all__ = [

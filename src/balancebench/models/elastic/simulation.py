@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.base import registered
+from balancebench.models.elastic.elastic_strategies import STRATEGIES, ElasticStrategy
 from balancebench.models.elastic.rules import (
     EPS,
     mixture_quantiles,
@@ -19,7 +20,6 @@ from balancebench.models.elastic.rules import (
     state_transfer_s,
     window_protocol_times,
 )
-from balancebench.models.elastic.strategies import STRATEGIES, ElasticStrategy
 from balancebench.routing_table import BucketMap
 from balancebench.strategies.balanceload import balance_load
 

@@ -122,7 +122,6 @@ from balancebench.models.overlay.ktree import (
     tree_aggregate,
     tree_mean_load,
 )
-from balancebench.models.overlay.model import PARAM_SCHEMA, OverlayModel
 from balancebench.models.overlay.network import (
     CHORD_BITS,
     OverlayNetwork,
@@ -134,14 +133,8 @@ from balancebench.models.overlay.network import (
     host_delay_matrix,
     ring_distance,
 )
-from balancebench.models.overlay.simulation import (
-    load_fluctuation,
-    migration_pause_s,
-    pause_extra_latency_s,
-    simulate_overlay,
-    weighted_percentiles,
-)
-from balancebench.models.overlay.strategies import (
+from balancebench.models.overlay.overlay_model import PARAM_SCHEMA, OverlayModel
+from balancebench.models.overlay.overlay_strategies import (
     LOAD_TOLERANCE,
     MIN_CORRELATION_POINTS,
     STRATEGIES,
@@ -161,6 +154,13 @@ from balancebench.models.overlay.strategies import (
     match_ldi,
     random_round,
     select_operators_to_move,
+)
+from balancebench.models.overlay.simulation import (
+    load_fluctuation,
+    migration_pause_s,
+    pause_extra_latency_s,
+    simulate_overlay,
+    weighted_percentiles,
 )
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The time-stepped simulation of the overlay model: per period the hosts' loads, queues
 and tuple latencies, then one balancing round of the strategy (looked up in
-:data:`~balancebench.models.overlay.strategies.STRATEGIES`) and its migrations."""
+:data:`~balancebench.models.overlay.overlay_strategies.STRATEGIES`) and its migrations."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.base import ModelResult, registered
 from balancebench.models.overlay.inputs import OverlayInput
 from balancebench.models.overlay.network import OverlayNetwork
-from balancebench.models.overlay.strategies import STRATEGIES
+from balancebench.models.overlay.overlay_strategies import STRATEGIES
 
 
 def migration_pause_s(network: OverlayNetwork, src: int, dst: int, state_mb: float) -> float:

@@ -84,7 +84,7 @@ the Redis sink of the ad join, and the paper's TPC-C data (any text file can be 
 into tasks by the ``tasks`` generator). With ``node_metrics = proc`` the readings (and so
 ``cluster_use_share``) vary run to run; the placement on the single node does not.
 
-Layout: ``node_metrics`` (the readings and their sources), ``algorithms`` (SWPTS, round
+Layout: ``node_readings`` (the readings and their sources), ``algorithms`` (SWPTS, round
 robin, ACTS, makespan, the optimum, the switch rule's cluster use; pure), ``stream``
 (the ad-join stream under a placement), ``inputs`` (tasks and nodes), ``strategies``
 (one placement function per strategy, registered in ``STRATEGIES``) and ``model``
@@ -109,13 +109,7 @@ from balancebench.models.scheduling.inputs import (
     input_from_dataset,
     input_from_params,
 )
-from balancebench.models.scheduling.model import (
-    ONE_THIRD,
-    RUN_OPTIMUM_LIMIT,
-    STREAM_BINS,
-    SchedulingModel,
-)
-from balancebench.models.scheduling.node_metrics import (
+from balancebench.models.scheduling.node_readings import (
     NodeMetrics,
     NodeMetricsSource,
     ProcNodeMetrics,
@@ -124,7 +118,13 @@ from balancebench.models.scheduling.node_metrics import (
     parse_proc_stat_cpu,
     per_node,
 )
-from balancebench.models.scheduling.strategies import (
+from balancebench.models.scheduling.scheduling_model import (
+    ONE_THIRD,
+    RUN_OPTIMUM_LIMIT,
+    STREAM_BINS,
+    SchedulingModel,
+)
+from balancebench.models.scheduling.scheduling_strategies import (
     STRATEGIES,
     Placement,
     PlaceStrategy,

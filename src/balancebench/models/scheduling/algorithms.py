@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from balancebench.models.scheduling.node_metrics import NodeMetrics
+from balancebench.models.scheduling.node_readings import NodeMetrics
 
 #: Most assignments (nodes ** tasks) :func:`brute_force_optimum` enumerates, in blocks of
 #: ``BRUTE_FORCE_BLOCK``.

@@ -1,11 +1,11 @@
 """How the measured tasks' wait for a core is read from Spark's task metrics
-(``task_metrics.core_wait_s``): per node for a node stage, per task for routing."""
+(``rest_task_metrics.core_wait_s``): per node for a node stage, per task for routing."""
 
 from __future__ import annotations
 
 import pytest
 
-from balancebench.spark.task_metrics import GroupWork, add_node_stage, core_wait_s
+from balancebench.spark.rest_task_metrics import GroupWork, add_node_stage, core_wait_s
 
 
 def _tasks(cpu_s: list[float]) -> list[dict]:

@@ -1,5 +1,5 @@
 """Spark-native baselines as batch queries per micro-batch (``spark_aqe``,
-``spark_salting``): see ``spark.baselines`` for what every baseline shares (nodes,
+``spark_salting``): see ``spark.native_baselines`` for what every baseline shares (nodes,
 measured stages, the oracle).
 
 ``spark_aqe``: every micro-batch as a batch query, AQE and skew-join handling on (see
@@ -46,12 +46,12 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancebench.metrics import CORE_WAIT
-from balancebench.spark.baselines import COLUMNS, Baseline
+from balancebench.metric_definitions import CORE_WAIT
 from balancebench.spark.join_keys import candidate_keys, n_candidates
 from balancebench.spark.loop import BatchResult, PhaseClock, release
+from balancebench.spark.native_baselines import COLUMNS, Baseline
 from balancebench.spark.replay_stream import batch_frame
-from balancebench.spark.task_metrics import ROUTE
+from balancebench.spark.rest_task_metrics import ROUTE
 
 #: Seed of the tuple-id hash that picks a tuple's salt (spark_salting).
 SALT_SEED = 0x5A17
@@ -91,9 +91,7 @@ class _BatchQueries(Baseline):
 
     def horizon(self, b: int) -> float | None:
         """Oldest event time a join still needs after batch ``b`` (None: full history)."""
-        if self.config.window_s <= 0:
-            return None
-        return (b + 1) * self.config.interval_s - self.config.window_s
+        return self.config.horizon(b)
 
     def kept_batches(self, b: int) -> list[int]:
         """Batches whose pieces the user keeps after batch ``b``."""
@@ -189,8 +187,9 @@ class _BatchQueries(Baseline):
         """``new R ⋈ (earlier S ∪ new S)`` ∪ ``earlier R ⋈ new S``: every pair whose later
         tuple is in batch ``b``, once."""
         cfg = self.config
-        if earlier is not None and cfg.window_s > 0:
-            earlier = earlier.where(F.col("event_time_s") >= b * cfg.interval_s - cfg.window_s)
+        horizon = cfg.horizon(b - 1)  # what batch b can still meet
+        if earlier is not None and horizon is not None:
+            earlier = earlier.where(F.col("event_time_s") >= horizon)
         new_r, new_s = (new.where(F.col("side") == s) for s in ("R", "S"))
         old_s = None if earlier is None else earlier.where(F.col("side") == "S")
         all_s = new_s if old_s is None else old_s.unionByName(new_s)
@@ -228,8 +227,9 @@ class _BatchQueries(Baseline):
             F.col("event_time_s").alias("o_t"),
         )
         a, o, cond = self.equi(a, o, n_new * n_candidates(self.op, cfg.band_width), n_other)
-        if cfg.window_s > 0:
-            cond = cond & (F.abs(F.col("a_t") - F.col("o_t")) <= F.lit(cfg.window_s))
+        in_window = cfg.in_window(F.col("a_t"), F.col("o_t"))
+        if in_window is not None:
+            cond = cond & in_window
         r_id, s_id = ("a_id", "o_id") if new_side == "R" else ("o_id", "a_id")
         return a.join(o, cond).select(F.col(r_id).alias("r_id"), F.col(s_id).alias("s_id"))
 

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_every_task_gets_a_measured_cpu_cost(spark):
-    from balancebench.spark.task_costs import measure_wordcount_costs
+    from balancebench.spark.scheduling_task_costs import measure_wordcount_costs
 
     # Given 3 WordCount tasks of very different sizes
     folder, _ = generate(

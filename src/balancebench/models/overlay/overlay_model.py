@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from balancebench.generators.common import load_manifest, read_table
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.base import Model, ModelPoint, ModelResult, registered
 from balancebench.models.overlay.inputs import build_input, period_rates, synthetic_onoff_phases
 from balancebench.models.overlay.network import build_network
+from balancebench.models.overlay.overlay_strategies import STRATEGIES
 from balancebench.models.overlay.simulation import simulate_overlay
-from balancebench.models.overlay.strategies import STRATEGIES
 from balancebench.schema import integer_spec, number_spec
 
 PARAM_SCHEMA: dict[str, dict[str, Any]] = {
@@ -187,7 +187,7 @@ class OverlayModel(Model):
     param_schema: ClassVar[dict[str, dict[str, Any]]] = PARAM_SCHEMA
     metric_definitions: ClassVar[dict[str, str]] = {
         "plan_time_ms": "Mean CPU time of one balancing round's decision code (the "
-        "thread's, balancebench.metrics.plan_clock), milliseconds.",
+        "thread's, balancebench.metric_definitions.plan_clock), milliseconds.",
         "latency_p50_s": "Median tuple latency (queueing + network + migration pauses along "
         "the source's chain), simulated seconds. The model computes one mean latency per "
         "(source, period) and gives it to every tuple of that cell (weight = its tuples), so "

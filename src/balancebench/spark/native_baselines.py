@@ -13,12 +13,13 @@ stage (``spark.sql.shuffle.partitions = n_nodes``). A node's times are the summe
 ``executorRunTime`` (``node_run_time_s``) of its tasks in the *measured stages* of the
 batch; its ``node_received`` the rows those tasks read (shuffle records, plus input
 records for a stage that reads the kept tuples directly). The measured stages are, in the batch's
-operator job group, every stage that reads a shuffle plus the final stage of the action;
+operator job group, every stage that reads a shuffle plus the final stage of the action
+(the batch queries add the node stage of the batch's ingest job, ``_ingest``);
 stages that only scan and write a shuffle (the "routing" side) are the senders' routing
 work (``route_s``), as in the engine; broadcast-collect jobs are neither.
 
-The streaming peer is in ``spark.streaming_baseline``, the batch queries per micro-batch
-(``spark_aqe``, ``spark_salting``) in ``spark.batch_query_baselines``; this module holds
+The streaming peer is in ``spark.native_streaming``, the batch queries per micro-batch
+(``spark_aqe``, ``spark_salting``) in ``spark.native_batch_queries``; this module holds
 what they share: :class:`Baseline` (measurement per node, the oracle, the batch result).
 """
 
@@ -31,11 +32,11 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
-from balancebench.metrics import CORE_WAIT
+from balancebench.metric_definitions import CORE_WAIT
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.replay_stream import EngineConfig
-from balancebench.spark.task_metrics import (
+from balancebench.spark.rest_task_metrics import (
     GroupWork,
     TaskMetricsReader,
     add_node_stage,
@@ -124,7 +125,7 @@ class Baseline(MicroBatchLoop):
         in the measured stages of ``group`` (module docstring), and facts about the
         batch's plan (``route_work_s``: the CPU of its routing stages)."""
         n = self.n
-        # The node work is summed like the engine's (``task_metrics.add_node_stage``);
+        # The node work is summed like the engine's (``rest_task_metrics.add_node_stage``);
         # what differs is which stages are the nodes': Spark plans these queries, so
         # their stages are told apart by their shuffles, not by a job the runner built.
         work = GroupWork(n, cores=self.reader.cores)

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.generators.common import load_manifest
-from balancebench.spark.task_metrics import TaskMetricsReader
+from balancebench.spark.rest_task_metrics import TaskMetricsReader
 
 
 def _wordcount(text, task_id: int) -> list:

@@ -111,7 +111,7 @@ class BatchCosts:
     #: Link speed of every transfer (MB/s, 1 MB = 1e6 B); None: a CPU-only model.
     bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S
     #: Measured lower bound on the seconds the batch's tasks waited for a core
-    #: (``task_metrics.core_wait_s``), as the runner read it.
+    #: (``rest_task_metrics.core_wait_s``), as the runner read it.
     core_wait_s: float = 0.0
     #: Per node: bytes of the batch's own tuples the node read from the exchange (Spark's
     #: shuffle bytes read in its node stages, a migration's rows left out); empty: not
@@ -506,7 +506,7 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     ),
     "plan_time_ms": (
         "[per batch] CPU time of strategy.plan() on the batch's per-(key, node) statistics "
-        "(the planning thread's, time.thread_time: balancebench.metrics.plan_clock), "
+        "(the planning thread's, time.thread_time: balancebench.metric_definitions.plan_clock), "
         "milliseconds (paper 000's O1). Step b = plan made after batch b."
     ),
     "migrated_tuples": (
@@ -638,7 +638,7 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "Median event-time latency over all tuples: end of the tuple's batch under the "
         "replay clock (a batch starts when it has closed and the previous batch and its plan "
         "are done; it lasts service_s, the migration it carries included; all under the cost "
-        "model of balancebench.metrics) minus the tuple's event time, seconds."
+        "model of balancebench.metric_definitions) minus the tuple's event time, seconds."
     ),
     "latency_p95_s": "95th percentile of the same event-time latency, seconds.",
     "latency_p99_s": "99th percentile of the same event-time latency, seconds.",

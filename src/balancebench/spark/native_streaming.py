@@ -1,4 +1,4 @@
-"""The Spark-native streaming baseline (``spark_streaming``): see ``spark.baselines`` for
+"""The Spark-native streaming baseline (``spark_streaming``): see ``spark.native_baselines`` for
 what every baseline shares (nodes, measured stages, the oracle).
 
 ``spark_streaming`` (the direct streaming peer). Each micro-batch is written as one
@@ -22,7 +22,8 @@ query's folder when its turn comes (one rename: the query never sees half a batc
 ``groupBy(window(batch_ts, W s, 1 s), key).count()`` where ``batch_ts`` is the tuple's
 micro-batch index as seconds (so Spark's sliding windows of ``W = window_batches`` batches
 are exactly the engine's window) with a 0 s watermark on it; expired windows are
-evicted at the next trigger (no-data batches are off so each trigger is one file). The
+evicted at the next trigger (no-data batches are off so each trigger is one batch's
+folder of ``senders`` files). The
 sink upserts the updated rows into a result table (what an update-mode sink does); the
 answer is its current window. Map-side partial aggregation runs before the shuffle, so
 the stateful stage reads partial counts (one per key and map task, per window for a
@@ -56,9 +57,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancebench.paths import local_dir
-from balancebench.spark.baselines import COLUMNS, Baseline
 from balancebench.spark.join_keys import candidate_keys
 from balancebench.spark.loop import BatchResult, PhaseClock
+from balancebench.spark.native_baselines import COLUMNS, Baseline
 
 #: Split size of the streaming file source, also the cost of opening a file: each
 #: sender's file of a batch is its own task (Spark's default split, 128 MiB).
@@ -87,7 +88,7 @@ class StreamingRunner(Baseline):
         return {
             "spark.sql.shuffle.partitions": str(self.n),
             "spark.sql.adaptive.enabled": "false",
-            # One trigger per file: no extra trigger that only advances the watermark
+            # One trigger per batch folder: no extra trigger that only advances the watermark
             # (expired state is then evicted at the start of the next data trigger).
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
             "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[provider],
@@ -175,13 +176,16 @@ class StreamingRunner(Baseline):
 
         r, s = side("R"), side("S")
         cond = F.col("r_k") == F.col("s_k")
-        if cfg.window_s > 0:
+        in_window = cfg.in_window(F.col("r_t"), F.col("s_t"))
+        if in_window is not None:
+            # The same range on the watermarked timestamps, widened by 2 us for their
+            # rounding: it is what lets Spark drop state; the exact rule is in_window.
             slack = F.expr(f"INTERVAL {int(cfg.window_s * 1e6) + 2} MICROSECONDS")
             cond = (
                 cond
                 & (F.col("r_et") >= F.col("s_et") - slack)
                 & (F.col("r_et") <= F.col("s_et") + slack)
-                & (F.abs(F.col("r_t") - F.col("s_t")) <= F.lit(cfg.window_s))
+                & in_window
             )
         return r.join(s, cond).select("r_id", "s_id")
 

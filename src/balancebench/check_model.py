@@ -1,12 +1,12 @@
 """``balancebench check-model``: the cost model against nodes that really run side by side.
 
-Every figure this project reports is the cost model's charge (``metrics.BatchCosts``):
+Every figure this project reports is the cost model's charge (``metric_definitions.BatchCosts``):
 the routing CPU per sender plus the slowest node's CPU, measured on emulated nodes that
 share a few cores. This check runs a cell where each sender and each node has a core of
 its own (``n_nodes`` = ``n_senders`` = the executors' cores: here ``local-cluster`` with
 2 executors of 1 core, on a user's cluster N workers), and compares, per batch and per
 strategy, the model's charge with the measured wall time of the same stages (their
-tasks' first launch to last end, ``task_metrics.stage_wall_s``):
+tasks' first launch to last end, ``rest_task_metrics.stage_wall_s``):
 
 - routing: ``route_s`` (CPU per sender) against the routing stages' wall;
 - nodes: the slowest node's CPU in the node stages against the node stages' wall.

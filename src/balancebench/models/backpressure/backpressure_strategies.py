@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import simpy
 
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.backpressure.network import Network, Strategy
 from balancebench.models.backpressure.rules import (
     CREDIT,

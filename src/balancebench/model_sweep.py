@@ -34,7 +34,7 @@ import numpy as np
 from balancebench import reaper, tracking
 from balancebench.experiment_params import EXPERIMENT_PARAMS
 from balancebench.generators import DATASET_PARAMS
-from balancebench.metrics import METRIC_DEFINITIONS
+from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.models import MODELS, get_model, model_strategies
 from balancebench.models.base import ModelPoint, ModelResult
 from balancebench.schema import NAME_PATTERN, check_grid_size, check_values, spec_defaults

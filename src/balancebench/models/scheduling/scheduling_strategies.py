@@ -20,7 +20,7 @@ from balancebench.models.scheduling.algorithms import (
     round_robin,
     smooth_weighted_round_robin,
 )
-from balancebench.models.scheduling.node_metrics import NodeMetrics
+from balancebench.models.scheduling.node_readings import NodeMetrics
 
 
 class Placement(NamedTuple):

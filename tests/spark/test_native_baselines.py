@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from balancebench.generators import generate
-from balancebench.metrics import CORE_WAIT
+from balancebench.metric_definitions import CORE_WAIT
 from balancebench.operators import AGGREGATE
 from balancebench.paths import datasets_dir
 from balancebench.strategies import get_strategy

@@ -11,7 +11,7 @@ thread), ``executorRunTime`` (ms the task ran on its executor, deserialisation e
 ``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle),
 ``inputMetrics.recordsRead`` (rows read from cached or checkpointed blocks) and the shuffle
 rows and bytes written (the senders' output and a migration's transfer; the bytes received
-are derived from its rows, ``metrics.attribute_migration``)."""
+are derived from its rows, ``metric_definitions.attribute_migration``)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class TaskMetricsReader:
         return total
 
 
-#: Roles of a job group (what its tasks' work is charged as, ``metrics`` cost model).
+#: Roles of a job group (what its tasks' work is charged as, ``metric_definitions`` cost model).
 #: ``route``: stages that write a shuffle (or do not run one task per node) are the
 #: senders' routing work; the node-partitioned stages that read it are node work.
 #: ``node``: every node-partitioned stage is node work. The engine's batch job is read

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from balancebench.generators.tasks import CLUSTERS
-from balancebench.metrics import plan_clock
+from balancebench.metric_definitions import plan_clock
 from balancebench.models.base import Model, ModelPoint, ModelResult
 from balancebench.models.scheduling.algorithms import (
     brute_force_optimum,
@@ -23,12 +23,12 @@ from balancebench.models.scheduling.inputs import (
     input_from_dataset,
     input_from_params,
 )
-from balancebench.models.scheduling.node_metrics import (
+from balancebench.models.scheduling.node_readings import (
     NodeMetricsSource,
     ProcNodeMetrics,
     ProfileNodeMetrics,
 )
-from balancebench.models.scheduling.strategies import STRATEGIES
+from balancebench.models.scheduling.scheduling_strategies import STRATEGIES
 from balancebench.models.scheduling.stream import simulate_stream, stream_capacity_per_s
 from balancebench.schema import number_spec
 
@@ -52,7 +52,7 @@ class SchedulingModel(Model):
         "paper 002 (Wang, Zhao, Wang, adaptive load balancing for heterogeneous Flink "
         "clusters) §3.2 SWPTS, §3.3 ACTS, §4.3 runtime/throughput/latency"
     )
-    #: The keys of :data:`~balancebench.models.scheduling.strategies.STRATEGIES`.
+    #: The keys of :data:`~balancebench.models.scheduling.scheduling_strategies.STRATEGIES`.
     strategies = tuple(STRATEGIES)
     dataset = "tasks"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
@@ -243,7 +243,7 @@ class SchedulingModel(Model):
     }
     metric_definitions: ClassVar[dict[str, str]] = {
         "plan_time_ms": "CPU time of the strategy's decision code (effective weights, "
-        "placement, switch rule; ACTS when used), the thread's (balancebench.metrics."
+        "placement, switch rule; ACTS when used), the thread's (balancebench.metric_definitions."
         "plan_clock), milliseconds.",
         "latency_p50_s": "Median over stream events of handleTime - windowStart (simulated s).",
         "latency_p95_s": "95th percentile of the same latency (simulated s).",
