@@ -18,9 +18,11 @@ def dagbag(local_state):
     from balancebench.local_env import airflow_env
 
     os.environ.update(airflow_env())
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow.dag_processing.dagbag import BundleDagBag
 
-    return DagBag(dag_folder=str(DAGS))
+    # As the DAG processor, `airflow dags test` and the task runner read them: the bundle's
+    # folder on sys.path, so the DAG files import dag_support.
+    return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS)
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in DAGS.glob("*.py")))
