@@ -229,17 +229,27 @@ def test_runs_triggered_at_once_share_the_experiment_they_both_create(local_stat
     """Six runs triggered at once each found their experiment missing and created it: all
     but one got RESOURCE_ALREADY_EXISTS, and their generate step failed. The others now
     take the one that was made."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     mlflow = tracking.store()
     real_get = mlflow.get_experiment_by_name
-    looked = []
+    looked: set[int] = set()
+    lock = threading.Lock()
 
-    def missing_at_first(name):  # every caller looks before any of them creates
-        looked.append(name)
-        return None if len(looked) <= 4 else real_get(name)
+    def missing_at_first(name):  # each caller's first look finds nothing, as if all
+        with lock:  # looked before any of them created it
+            first = threading.get_ident() not in looked
+            looked.add(threading.get_ident())
+        return None if first else real_get(name)
 
     monkeypatch.setattr(mlflow, "get_experiment_by_name", missing_at_first)
+    start = threading.Barrier(4)
+
+    def make(_: int) -> str:
+        start.wait()  # at once: one creates it, three find it taken
+        return tracking.ensure_experiment("tracking-made-at-once")
+
     with ThreadPoolExecutor(4) as pool:
-        ids = set(pool.map(lambda _: tracking.ensure_experiment("tracking-made-at-once"), range(4)))
+        ids = set(pool.map(make, range(4)))
     assert len(ids) == 1
