@@ -64,6 +64,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
 @dag(
     dag_id="nightly_sweep",
     schedule=schedule_after_start(NIGHTLY_CRON),
+    description=schedule_description(NIGHTLY_CRON, "BALANCEBENCH_NIGHTLY_CRON"),
     catchup=False,
     is_paused_upon_creation=False,
     doc_md=__doc__,

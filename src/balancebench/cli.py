@@ -34,6 +34,7 @@ from balancebench.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.compare import TABLE_METRICS, comparison_table
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
+from balancebench.environment import SettingError, check_environment
 from balancebench.local_env import airflow_env, check_master_answers, check_spark_master
 from balancebench.paper000_figures import FIGURES
 from balancebench.paths import (
@@ -57,7 +58,9 @@ _DEFAULTS = defaults()
 
 
 def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
-    """``app.command`` whose storage faults (full disk, read-only ``.local``, a file where
+    """``app.command`` that first checks the settings read from the environment (a bad
+    ``BALANCEBENCH_*`` value: one line naming it, exit 2, before any work), and whose
+    storage faults (full disk, read-only ``.local``, a file where
     a folder should be) end in one line naming the path, exit 1, no traceback. A command
     that opens the MLflow store first closes what dead commands left behind
     (``tracking.reap_orphans``): after its inputs pass :func:`_at_the_door`, so that a
@@ -66,6 +69,11 @@ def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     def register(fn: Callable[..., Any]) -> Any:
         @functools.wraps(fn)
         def guarded(*a: Any, **k: Any) -> Any:
+            try:
+                check_environment()
+            except SettingError as exc:
+                console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
+                raise typer.Exit(2) from None
             try:
                 return fn(*a, **k)
             except OSError as exc:
@@ -632,13 +640,22 @@ def generate(
     set_: list[str] = typer.Option([], "--set", help="A dataset Param, NAME=VALUE (repeatable)"),
     out: Path = typer.Option(None, help="Root folder (default .local/datasets)"),
     validate_too: bool = typer.Option(True, "--validate/--no-validate", help="Run the GX suites"),
+    full_check: bool = typer.Option(
+        False,
+        "--full-check",
+        help="Compare every byte of a cached dataset with its manifest (default: each "
+        "file's size and Parquet footer)",
+    ),
 ) -> None:
-    """Write a dataset (Parquet + manifest), print its folder, and validate it."""
+    """Write a dataset (Parquet + manifest), print its folder, and validate it. A cached
+    one is reused only when its files prove to be the ones its manifest lists."""
     from balancebench.generators import generate as generate_dataset
 
     root = out or datasets_dir()
     try:
-        folder, manifest = generate_dataset(dataset, root, _parse_settings(set_))
+        folder, manifest = generate_dataset(
+            dataset, root, _parse_settings(set_), full_check=full_check
+        )
     except OSError as exc:
         if exc.filename is None and storage_error(exc):  # Arrow's writes name no file
             raise OSError(exc.errno, exc.strerror, str(root)) from exc

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from balancebench.environment import setting
 
 
 def project_root() -> Path:
     """The project checkout: ``BALANCEBENCH_HOME`` or the folder holding ``pyproject.toml``."""
-    env = os.environ.get("BALANCEBENCH_HOME")
-    if env:
-        return Path(env).resolve()
+    home = setting("BALANCEBENCH_HOME")
+    if home is not None:
+        return home.resolve()
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").exists():
@@ -37,7 +38,7 @@ def source_root() -> Path:
 
 
 def local_dir() -> Path:
-    return Path(os.environ.get("BALANCEBENCH_LOCAL", project_root() / ".local")).resolve()
+    return (setting("BALANCEBENCH_LOCAL") or project_root() / ".local").resolve()
 
 
 def datasets_dir() -> Path:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from balancebench import reaper
+from balancebench.environment import setting
 from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.paths import exclusive_lock, local_dir, source_root, storage_error
 from balancebench.schema import terminal_safe
@@ -528,7 +529,7 @@ def ui_url() -> str:
     uri = tracking_uri()
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
-    return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+    return setting("BALANCEBENCH_MLFLOW_UI")
 
 
 # MLflow 3.17's UI opens an experiment on its GenAI pages (traces, tokens, cost) unless this
