@@ -47,6 +47,7 @@ from dag_support.settings import (
     NIGHTLY_CRON,
     TIMED_CONCURRENCY,
     schedule_after_start,
+    schedule_description,
 )
 from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
