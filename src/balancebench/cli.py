@@ -32,9 +32,9 @@ from rich.table import Table
 from balancebench import reaper, tracking
 from balancebench.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.compare import TABLE_METRICS, comparison_table
+from balancebench.environment import SettingError, check_environment
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
-from balancebench.environment import SettingError, check_environment
 from balancebench.local_env import airflow_env, check_master_answers, check_spark_master
 from balancebench.paper000_figures import FIGURES
 from balancebench.paths import (
