@@ -73,7 +73,7 @@ def test_failure_cause_is_one_short_escaped_line():
     cause = tracking.failure_cause(ValueError("first \x1b[31mline\nsecond line" + "x" * 999))
     assert cause == "ValueError: first \\x1b[31mline"
     full = tracking.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
-    assert full.startswith("no space left on /data/x")
+    assert full.startswith("no space left on / (the file system that holds /data/x is full)")
 
 
 def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
