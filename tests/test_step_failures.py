@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
