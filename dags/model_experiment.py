@@ -24,7 +24,12 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_support.params import dag_params
-from dag_support.settings import MODEL_CRON, MODEL_DRIVER_MEMORY, schedule_after_start
+from dag_support.settings import (
+    MODEL_CRON,
+    MODEL_DRIVER_MEMORY,
+    schedule_after_start,
+    schedule_description,
+)
 from dag_support.steps import require_generated
 
 from balancebench.lazy import lazy_module
@@ -40,6 +45,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_swee
 @dag(
     dag_id="model_experiment",
     schedule=schedule_after_start(MODEL_CRON),
+    description=schedule_description(MODEL_CRON, "BALANCEBENCH_MODEL_CRON"),
     catchup=False,
     doc_md=__doc__,
     params=dag_params(MODEL_EXPERIMENT_PARAMS, model_param_section),

@@ -47,6 +47,7 @@ from dag_support.settings import (
     NIGHTLY_CRON,
     TIMED_CONCURRENCY,
     schedule_after_start,
+    schedule_description,
 )
 from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
@@ -64,6 +65,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
 @dag(
     dag_id="nightly_sweep",
     schedule=schedule_after_start(NIGHTLY_CRON),
+    description=schedule_description(NIGHTLY_CRON, "BALANCEBENCH_NIGHTLY_CRON"),
     catchup=False,
     is_paused_upon_creation=False,
     doc_md=__doc__,

@@ -55,6 +55,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from balancebench.environment import SettingError, check_environment  # noqa: E402
 from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
 from balancebench.mlflow_app import MODEL_TRAINING_PAGE  # noqa: E402
 from balancebench.paths import local_dir  # noqa: E402
@@ -394,6 +395,10 @@ def _pg_disk_full() -> str | None:
 
 
 def start(spark_master: str | None = None) -> None:
+    try:  # a bad BALANCEBENCH_* value (a cron the DAGs cannot parse): refused first
+        check_environment()
+    except SettingError as exc:
+        raise SystemExit(f"{exc}; nothing was started") from None
     api_port, mlflow_port = ports()
     if full := _pg_disk_full():  # refused before anything starts or stops
         raise SystemExit(full)

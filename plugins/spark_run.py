@@ -77,7 +77,8 @@ class StrategyRunOperator(SparkSubmitOperator):
 def killed_by_signal(message: str) -> str | None:
     """The cause, in one line, of a ``spark-submit`` that a signal ended (the hook's
     message ends ``Error code is: -<signal>.`` and quotes the last output lines), else
-    None. It names the last progress line the application printed."""
+    None. It names the strategy that was running, the signal and the last progress line
+    the application printed."""
     import re
     import signal
 
@@ -95,8 +96,19 @@ def killed_by_signal(message: str) -> str | None:
         if line.startswith("[balancebench progress]")
     ]
     where = f"; its last progress line: {progress[-1]}" if progress else ""
-    hint = " (the OOM killer, or a user)" if number == signal.SIGKILL else ""
-    return f"the Spark application (spark-submit) was killed by {name}{hint}{where}"
+    hint = ": the OOM killer, or a user" if number == signal.SIGKILL else ""
+    # The strategy running then: "<strategy> · round r: batch ..." or "... run i of at
+    # least n: <strategy>" (experiment.py's progress lines).
+    running = None
+    for line in reversed(progress):
+        found = re.match(r"(?:[^:]*: )?(\w+) · round \d+", line) or re.search(
+            r"run \d+ of at least \d+: (\w+)", line
+        )
+        if found:
+            running = found.group(1)
+            break
+    jvm = f"the Spark JVM of {running}" if running else "the Spark JVM (spark-submit)"
+    return f"{jvm} was killed by {name} (signal {number}{hint}){where}"
 
 
 class MlflowRunsListener:

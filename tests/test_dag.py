@@ -151,3 +151,13 @@ def test_starting_the_service_never_starts_a_past_nightly_slot(dagbag, monkeypat
         restriction=TimeRestriction(earliest=None, latest=None, catchup=False),
     )
     assert first.run_after == datetime.datetime(2026, 11, 27, 2, 0, tzinfo=datetime.UTC)
+
+
+def test_the_schedules_say_their_time_zone(dagbag):
+    # Airflow's own schedule text ("At 02:00") names no time zone; the description does
+    assert dagbag.dags["nightly_sweep"].description == (
+        "Scheduled at cron '0 2 * * *' in UTC (BALANCEBENCH_NIGHTLY_CRON); runs when triggered too."
+    )
+    assert "no schedule: BALANCEBENCH_MODEL_CRON is none" in (
+        dagbag.dags["model_experiment"].description
+    )

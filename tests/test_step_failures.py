@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -73,7 +75,7 @@ def test_failure_cause_is_one_short_escaped_line():
     cause = tracking.failure_cause(ValueError("first \x1b[31mline\nsecond line" + "x" * 999))
     assert cause == "ValueError: first \\x1b[31mline"
     full = tracking.failure_cause(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
-    assert full.startswith("no space left on /data/x")
+    assert full.startswith("no space left on / (the file system that holds /data/x is full)")
 
 
 def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
@@ -151,3 +153,29 @@ def test_a_strategy_with_a_failed_round_gets_no_verdict_and_fails_its_run(local_
     assert pd.isna(cells.loc["qmmp", "tags.verdict.makespan_s_total"])  # no verdict
     assert cells.loc["mnrt", "tags.verdict.makespan_s_total"] == ("30.0% faster [30.0%, 30.0%]")
     assert "qmmp" not in text and "mnrt" in text
+
+
+def test_a_spark_jvm_killed_by_a_signal_is_named_with_its_strategy_and_signal():
+    plugins = str(Path(__file__).resolve().parents[1] / "plugins")
+    if plugins not in sys.path:
+        sys.path.append(plugins)
+    from spark_run import killed_by_signal
+
+    hook = "Cannot execute: spark-submit --master local[*] ... Error code is: -{}."
+    lines = [
+        "[balancebench progress] application setup (session): 3.2 s",
+        "[balancebench progress] round 1 (of 2-2), run 2 of at least 4: qmmp",
+        "[balancebench progress] qmmp · round 1: batch 3 of 6 checked by the oracle; 9 tuples",
+    ]
+    assert killed_by_signal("\n".join([hook.format(9), *lines])) == (
+        "the Spark JVM of qmmp was killed by SIGKILL (signal 9: the OOM killer, or a user); "
+        "its last progress line: qmmp · round 1: batch 3 of 6 checked by the oracle; 9 tuples"
+    )
+    # Before its first batch: the strategy is the round's; before any round: not named
+    assert killed_by_signal("\n".join([hook.format(15), *lines[:2]])).startswith(
+        "the Spark JVM of qmmp was killed by SIGTERM (signal 15); its last progress line: "
+    )
+    assert killed_by_signal(hook.format(9)) == (
+        "the Spark JVM (spark-submit) was killed by SIGKILL (signal 9: the OOM killer, or a user)"
+    )
+    assert killed_by_signal("Cannot execute: spark-submit ... Error code is: 1.") is None

@@ -253,3 +253,58 @@ def test_runs_triggered_at_once_share_the_experiment_they_both_create(local_stat
     with ThreadPoolExecutor(4) as pool:
         ids = set(pool.map(make, range(4)))
     assert len(ids) == 1
+
+
+def _cli(local_state, *args: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).parent / "balancebench")
+    env = {**os.environ, "BALANCEBENCH_LOCAL": str(local_state)}
+    return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_deleted_experiments_name_is_refused_in_one_line(local_state):
+    # Given an experiment deleted in MLflow (it keeps its name until garbage collection)
+    made = tracking.ensure_experiment("deleted-one")
+    tracking.client().delete_experiment(made)
+    # Then using its name again is refused, naming it and the two ways out
+    with pytest.raises(tracking.DeletedExperiment) as found:
+        tracking.ensure_experiment("deleted-one")
+    assert str(found.value) == (
+        f"experiment: 'deleted-one' was deleted in MLflow (id {made}); restore it "
+        f"(`mlflow experiments restore --experiment-id {made}`, or Restore in the UI's "
+        "deleted experiments) or pick another name"
+    )
+    # and the CLI says that line and exits 2 before Airflow runs anything
+    done = _cli(local_state, "run", "--conf", json.dumps({"experiment": "deleted-one"}))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "experiment: 'deleted-one' was deleted in MLflow" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "tag", "reason"),
+    [
+        ("KILLED", reaper.REASON_TAG, "its owner (pid 123) is gone"),
+        ("FAILED", tracking.FAILURE_TAG, "the dataset failed validation: 2 expectations"),
+        ("RUNNING", None, "it is still running; its table is written when it ends"),
+    ],
+)
+def test_report_of_a_parent_that_did_not_finish_says_why_and_exits_1(
+    local_state, status, tag, reason
+):
+    experiment = f"report-{status.lower()}"
+    parent = tracking.start_parent_run(
+        experiment, {"n_tuples": 1000}, "balance_experiment", f"manual__{status}", "sha256:none"
+    )
+    if tag is not None:
+        tracking.client().set_tag(parent, tag, reason)
+        tracking.client().set_terminated(parent, status)
+    done = _cli(local_state, "report", "--experiment", experiment, "--parent", parent)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"parent run {parent} is {status}: {reason}" in done.stdout
+    assert "comparison:   none (no strategy finished a round)" in done.stdout
+    assert "comparison.csv" not in done.stdout  # no path to a file that is not there

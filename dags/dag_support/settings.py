@@ -18,9 +18,10 @@ next slot *after* the service starts, never the one just past (``schedule_after_
 from __future__ import annotations
 
 import datetime
-import os
 
 from airflow.sdk import CronTriggerTimetable
+
+from balancebench.environment import setting
 
 
 def schedule_after_start(cron: str | None) -> CronTriggerTimetable | None:
@@ -35,13 +36,18 @@ def schedule_after_start(cron: str | None) -> CronTriggerTimetable | None:
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=datetime.timedelta(0))
 
 
-def _cron(name: str, default: str | None) -> str | None:
-    value = os.environ.get(name, default or "none").strip()
-    return None if value.lower() in ("", "none") else value
+def schedule_description(cron: str | None, variable: str) -> str:
+    """The DAG's description: its schedule with the time zone, which Airflow's own
+    schedule text ("At 02:00") leaves out, and the variable that sets it."""
+    if cron is None:
+        return f"Runs when triggered (no schedule: {variable} is none)."
+    return f"Scheduled at cron '{cron}' in UTC ({variable}); runs when triggered too."
 
 
-NIGHTLY_CRON = _cron("BALANCEBENCH_NIGHTLY_CRON", "0 2 * * *")
-MODEL_CRON = _cron("BALANCEBENCH_MODEL_CRON", None)
-TIMED_CONCURRENCY = max(1, int(os.environ.get("BALANCEBENCH_TIMED_CONCURRENCY", "1")))
-DRIVER_MEMORY = os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g")
-MODEL_DRIVER_MEMORY = os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "2g")
+# Read through the one registry (balancebench.environment): a bad value fails this import
+# naming the variable (and `make airflow` refuses to start with it before that).
+NIGHTLY_CRON = setting("BALANCEBENCH_NIGHTLY_CRON")
+MODEL_CRON = setting("BALANCEBENCH_MODEL_CRON")
+TIMED_CONCURRENCY = setting("BALANCEBENCH_TIMED_CONCURRENCY")
+DRIVER_MEMORY = setting("BALANCEBENCH_DRIVER_MEMORY", default="4g")
+MODEL_DRIVER_MEMORY = setting("BALANCEBENCH_DRIVER_MEMORY", default="2g")

@@ -32,6 +32,7 @@ from rich.table import Table
 from balancebench import reaper, tracking
 from balancebench.check_model import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.compare import TABLE_METRICS, comparison_table
+from balancebench.environment import SettingError, check_environment
 from balancebench.experiment import PROGRESS
 from balancebench.experiment_params import ExperimentSpec, check_inputs, defaults
 from balancebench.local_env import airflow_env, check_master_answers, check_spark_master
@@ -39,7 +40,9 @@ from balancebench.paper000_figures import FIGURES
 from balancebench.paths import (
     datasets_dir,
     exclusive_lock,
+    full_file_systems,
     local_dir,
+    mount_point,
     results_dir,
     storage_error,
     validation_dir,
@@ -57,7 +60,9 @@ _DEFAULTS = defaults()
 
 
 def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
-    """``app.command`` whose storage faults (full disk, read-only ``.local``, a file where
+    """``app.command`` that first checks the settings read from the environment (a bad
+    ``BALANCEBENCH_*`` value: one line naming it, exit 2, before any work), and whose
+    storage faults (full disk, read-only ``.local``, a file where
     a folder should be) end in one line naming the path, exit 1, no traceback. A command
     that opens the MLflow store first closes what dead commands left behind
     (``tracking.reap_orphans``): after its inputs pass :func:`_at_the_door`, so that a
@@ -66,6 +71,11 @@ def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     def register(fn: Callable[..., Any]) -> Any:
         @functools.wraps(fn)
         def guarded(*a: Any, **k: Any) -> Any:
+            try:
+                check_environment()
+            except SettingError as exc:
+                console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
+                raise typer.Exit(2) from None
             try:
                 return fn(*a, **k)
             except OSError as exc:
@@ -214,7 +224,11 @@ def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int
     link.symlink_to(log)
     link.replace(latest)  # atomic: never a moment without the link, never a plain file
     console.print(f"running DAG {dag_id} (full log: {log})")
-    tracking.ensure_experiment(params["experiment"])  # the store exists: its identity
+    try:  # the store exists (its identity), and the experiment may be used
+        tracking.ensure_experiment(params["experiment"])
+    except tracking.DeletedExperiment as exc:
+        console.print(terminal_safe(str(exc)), style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from None
     store = _store_identity()
     code = _airflow(
         ["dags", "test", dag_id, "-c", json.dumps(params)], spark_master, log, invocation
@@ -438,6 +452,10 @@ def _first_error(log: Path) -> str:
         for line in lines:
             if needle in line:
                 path = re.search(r"'(/[^']{1,300})'", line)  # the file it names, if any
+                if needle == "No space left on device":  # which file system: its mount
+                    full = [mount_point(path.group(1))] if path else []
+                    full = full or full_file_systems(local_dir())
+                    return cause + (f": {', '.join(map(str, full))} is full" if full else "")
                 return cause + (f": {path.group(1)}" if path else "")
     for line in lines:  # a cause balancebench put in one line (a killed JVM, a dead server)
         if OWN_CAUSE in line:
@@ -476,11 +494,13 @@ def report(
     parent: str = typer.Option(None, help="Parent run id (default: the latest)"),
     sweep: str = typer.Option(None, help="A nightly_sweep parent run id: its report page"),
 ) -> bool:
-    """Print the comparison table of a DAG run and where its results are."""
+    """Print the comparison table of a DAG run and where its results are. Exit 1 when the
+    run did not finish with a table (its state and reason are printed)."""
     tracking.reap_orphans()
-    if sweep is not None:
-        return _sweep_report(sweep)
-    return _run_report(experiment, parent)
+    shown = _sweep_report(sweep) if sweep is not None else _run_report(experiment, parent)
+    if not shown:
+        raise typer.Exit(1)
+    return shown
 
 
 def _run_report(experiment: str, parent: str | None) -> bool:
@@ -507,6 +527,13 @@ def _run_report(experiment: str, parent: str | None) -> bool:
         console.print(f"[red]parent: no run {escape(parent)!r}[/red] in {tracking.tracking_uri()}")
         raise typer.Exit(2) from exc
     status = parent_run.info.status
+    if status != "FINISHED":  # say what happened before anything else: no table of dashes
+        tags = parent_run.data.tags
+        why = tags.get(tracking.FAILURE_TAG) or tags.get(reaper.REASON_TAG)
+        if status == "RUNNING":
+            why = why or "it is still running; its table is written when it ends"
+        line = f"parent run {parent} is {status}" + (f": {why}" if why else " (no reason kept)")
+        console.print(terminal_safe(line), style="red", markup=False, highlight=False)
     logged = parent_run.data.params
     known = defaults()
     params = {
@@ -519,7 +546,9 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     # Metrics as rows, strategies as columns: fits a terminal for any number of metrics.
     table = Table(title=f"{DAG_ID}: parent run {parent} ({status}): mean [95% CI] over rounds")
     table.add_column("metric")
-    if rows is not None:
+    if rows is None:
+        print("comparison:   none (no strategy finished a round)")
+    else:
         rows = rows.set_index("strategy")
         order = params["strategies"]
         names = [s for s in order if s in rows.index] + [s for s in rows.index if s not in order]
@@ -538,7 +567,7 @@ def _run_report(experiment: str, parent: str | None) -> bool:
                     for name in names
                 ),
             )
-    console.print(table)
+        console.print(table)
     if found.rows:
         console.print(_verdict_table(found))
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
@@ -632,13 +661,22 @@ def generate(
     set_: list[str] = typer.Option([], "--set", help="A dataset Param, NAME=VALUE (repeatable)"),
     out: Path = typer.Option(None, help="Root folder (default .local/datasets)"),
     validate_too: bool = typer.Option(True, "--validate/--no-validate", help="Run the GX suites"),
+    full_check: bool = typer.Option(
+        False,
+        "--full-check",
+        help="Compare every byte of a cached dataset with its manifest (default: each "
+        "file's size and Parquet footer)",
+    ),
 ) -> None:
-    """Write a dataset (Parquet + manifest), print its folder, and validate it."""
+    """Write a dataset (Parquet + manifest), print its folder, and validate it. A cached
+    one is reused only when its files prove to be the ones its manifest lists."""
     from balancebench.generators import generate as generate_dataset
 
     root = out or datasets_dir()
     try:
-        folder, manifest = generate_dataset(dataset, root, _parse_settings(set_))
+        folder, manifest = generate_dataset(
+            dataset, root, _parse_settings(set_), full_check=full_check
+        )
     except OSError as exc:
         if exc.filename is None and storage_error(exc):  # Arrow's writes name no file
             raise OSError(exc.errno, exc.strerror, str(root)) from exc

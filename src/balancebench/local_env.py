@@ -8,35 +8,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sys
 from pathlib import Path
 
+from balancebench.environment import SETTINGS, parse_spark_master, setting
 from balancebench.paths import local_dir, source_root
 from balancebench.schema import quoted
 from balancebench.tracking import tracking_uri
-
-DEFAULT_SPARK_MASTER = "local[*]"
-
-
-_MASTER = re.compile(
-    r"^(local(\[(\*|[1-9][0-9]{0,3})\])?"
-    r"|spark://(?P<host>[A-Za-z0-9.-]{1,253})(:(?P<port>[0-9]{1,5}))?)$"
-)
 
 
 def check_spark_master(master: str) -> str:
     """``master`` if it is ``local``, ``local[N]``, ``local[*]`` or ``spark://host[:port]``
     (port 1-65535), else ``ValueError`` naming the field and the allowed forms."""
-    found = _MASTER.fullmatch(master or "")  # not match: `$` lets a trailing newline in
-    port = found.group("port") if found else None
-    if not found or (port is not None and not 1 <= int(port) <= 65535):
+    try:
+        return parse_spark_master(master)
+    except ValueError:
         raise ValueError(
-            f"spark_master: {quoted(master)} is not a Spark master URL; allowed: local, local[N], "
-            "local[*] or spark://host:port (port 1-65535)"
-        )
-    return master
+            f"spark_master: {quoted(master)} is not a Spark master URL; allowed: "
+            f"{SETTINGS['BALANCEBENCH_SPARK_MASTER'].allowed}"
+        ) from None
 
 
 def _master_address(master: str) -> tuple[str, int]:
@@ -78,7 +69,7 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
     home = local_dir() / "airflow"
     home.mkdir(parents=True, exist_ok=True)
     venv_bin = str(Path(sys.executable).parent)
-    master = spark_master or os.environ.get("BALANCEBENCH_SPARK_MASTER", DEFAULT_SPARK_MASTER)
+    master = spark_master or setting("BALANCEBENCH_SPARK_MASTER")
     env = {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),

@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+
+from balancebench.environment import setting
 
 
 def project_root() -> Path:
     """The project checkout: ``BALANCEBENCH_HOME`` or the folder holding ``pyproject.toml``."""
-    env = os.environ.get("BALANCEBENCH_HOME")
-    if env:
-        return Path(env).resolve()
+    home = setting("BALANCEBENCH_HOME")
+    if home is not None:
+        return home.resolve()
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").exists():
@@ -37,7 +40,7 @@ def source_root() -> Path:
 
 
 def local_dir() -> Path:
-    return Path(os.environ.get("BALANCEBENCH_LOCAL", project_root() / ".local")).resolve()
+    return (setting("BALANCEBENCH_LOCAL") or project_root() / ".local").resolve()
 
 
 def datasets_dir() -> Path:
@@ -69,6 +72,35 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def mount_point(path: str | Path) -> Path:
+    """The mount point of the file system that holds ``path`` (or would hold it: from its
+    nearest existing folder up)."""
+    here = Path(os.path.abspath(path))
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    while not os.path.ismount(here) and here != here.parent:
+        here = here.parent
+    return here
+
+
+def full_file_systems(root: Path, free_below_bytes: int = 1 << 20) -> list[Path]:
+    """Mount points, of ``root`` and of every file system mounted below it, with less
+    than ``free_below_bytes`` free: what a "No space left on device" was about."""
+    found = {mount_point(root)}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            target = Path(fields[1].replace("\\040", " ")) if len(fields) > 1 else None
+            if target is not None and target.is_relative_to(root):
+                found.add(target)
+    full = []
+    for mount in sorted(found):
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(mount).free < free_below_bytes:
+                full.append(mount)
+    return full
+
+
 def storage_error(exc: OSError) -> str | None:
     """One line for a storage fault a user can act on (a full disk, a read-only or
     unwritable folder, a path where a folder should be), naming the path; None for any
@@ -77,7 +109,10 @@ def storage_error(exc: OSError) -> str | None:
 
     path = exc.filename or local_dir()
     if exc.errno == errno.ENOSPC:
-        return f"no space left on {path} (the file system is full); free space and re-run"
+        return (
+            f"no space left on {mount_point(path)} (the file system that holds {path} is "
+            "full); free space and re-run"
+        )
     if exc.errno == errno.EROFS:
         return f"{path} is read-only (a read-only file system); make it writable and re-run"
     if exc.errno in (errno.EACCES, errno.EPERM):

@@ -166,7 +166,9 @@ def _open_parent(
     description: str | None = None,
 ) -> tuple[Path, Any, str]:
     """Write (or reuse) the seeded dataset, open the MLflow parent run tagged with its
-    digest and attach its manifest; returns (dataset_dir, manifest, parent_run_id)."""
+    digest and attach its manifest; returns (dataset_dir, manifest, parent_run_id). The
+    experiment is found (or refused: deleted in MLflow) before the dataset's work."""
+    tracking.ensure_experiment(p["experiment"])
     dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
     parent = tracking.start_parent_run(
         p["experiment"], logged_params, dag_id, run_id, manifest.digest, run_name, description

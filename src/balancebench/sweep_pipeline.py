@@ -47,6 +47,7 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
     from balancebench.sweep_grid import cells, checked_sweep
 
     p, specs = checked_sweep(params)
+    tracking.ensure_experiment(p["experiment"])  # refused (deleted) before any dataset
     found = cells(p["grid"])
     datasets: dict[str, Dataset] = {}
     for cell in found:

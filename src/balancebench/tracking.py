@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from balancebench import reaper
+from balancebench.environment import setting
 from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.paths import exclusive_lock, local_dir, source_root, storage_error
-from balancebench.schema import terminal_safe
+from balancebench.schema import quoted, terminal_safe
 
 ROLE_TAG = "balancebench.role"
 NOTE_TAG = "mlflow.note.content"  # what the MLflow UI shows as a description
@@ -130,10 +131,24 @@ def log_batch_metrics(series: dict[str, float], step: int) -> None:
     store().log_metrics(series, step=step)
 
 
+class DeletedExperiment(ValueError):
+    """The experiment's name belongs to one deleted in MLflow (it keeps the name until
+    the store's garbage collection)."""
+
+
 def ensure_experiment(name: str) -> str:
-    """Id of experiment ``name``, created with a local artifact location if missing."""
+    """Id of experiment ``name``, created with a local artifact location if missing;
+    :class:`DeletedExperiment` (one line: restore it or pick another name) when an
+    experiment of that name was deleted in MLflow."""
     mlflow = store()
     existing = mlflow.get_experiment_by_name(name)
+    if existing is not None and existing.lifecycle_stage == "deleted":
+        raise DeletedExperiment(
+            f"experiment: {quoted(name)} was deleted in MLflow (id {existing.experiment_id}); "
+            f"restore it (`mlflow experiments restore --experiment-id "
+            f"{existing.experiment_id}`, or Restore in the UI's deleted experiments) or pick "
+            "another name"
+        )
     if existing is not None:
         if existing.tags.get(KIND_TAG) != MODEL_TRAINING:  # one made before the tag
             mlflow.MlflowClient().set_experiment_tag(
@@ -528,7 +543,7 @@ def ui_url() -> str:
     uri = tracking_uri()
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
-    return os.environ.get("BALANCEBENCH_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+    return setting("BALANCEBENCH_MLFLOW_UI")
 
 
 # MLflow 3.17's UI opens an experiment on its GenAI pages (traces, tokens, cost) unless this

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -225,8 +226,13 @@ def test_a_strategys_spark_jvm_killed_mid_batch_fails_the_run_naming_the_signal(
     os.kill(_spark_jvm_of(proc.pid), signal.SIGKILL)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 1, out[-3000:]
-    cause = "the Spark application (spark-submit) was killed by SIGKILL (the OOM killer, or a user)"
     first = next(line for line in out.splitlines() if "first error:" in line)
+    strategy = re.search(r"first error: the Spark JVM of (\w+) was killed", first)
+    assert strategy and strategy.group(1) in LONGER["strategies"], first
+    cause = (
+        f"the Spark JVM of {strategy.group(1)} was killed by SIGKILL (signal 9: the OOM "
+        "killer, or a user)"
+    )
     assert first.split("first error: ", 1)[1].startswith(f"{cause}; its last progress line: ")
     assert "checked by the oracle" in first
     assert "results:      none written (the run ended FAILED before its comparison)" in out

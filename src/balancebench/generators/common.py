@@ -6,6 +6,14 @@ into place at the end, so a failed or interrupted run never leaves a partial dat
 behind. The digest hashes table names, column names, types and values (not Parquet
 bytes), so it identifies the data whatever the writer version.
 
+A cached dataset proves itself before it is reused (:func:`verify_dataset`): the manifest
+keeps, per file, its size, the sha256 of its Parquet footer (the file metadata: every row
+group's offsets, sizes and column statistics, which any change of the data moves) and
+the sha256 of all its bytes. The fast check (every reuse) compares the size and the
+footer; the full check (``balancebench generate --full-check``) every byte. A dataset
+that fails is written again, with one line on stderr naming the file (one made from a
+user's file is read again from that file, whose sha256 its folder's id holds).
+
 A generator is one small class (:class:`Generator`): the flat Params it reads (names in
 ``DATASET_PARAMS``; a name shared by several generators means the same thing in each),
 ``write`` (its tables, deterministic from ``params["seed"]``), and the frames its Great
@@ -19,6 +27,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import sys
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -34,7 +45,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from balancebench.lazy import lazy_module
-from balancebench.schema import check_values, quoted
+from balancebench.reaper import remove_orphaned_folders
+from balancebench.schema import check_values, quoted, terminal_safe
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
 pd = lazy_module("pandas")
@@ -68,6 +80,8 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     #: Wall time of the generation (s); not part of the digest.
     generate_s: float = 0.0
+    #: file -> {"bytes", "footer_sha256", "sha256"}: what :func:`verify_dataset` compares.
+    file_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -101,6 +115,61 @@ def load_manifest(dataset_dir: str | Path) -> Manifest:
             f"{where} is not a dataset manifest (a JSON {type(data).__name__} without its "
             f"fields); {expected}"
         ) from None
+
+
+#: A Parquet file ends with its footer's length (4 bytes, little-endian) and ``PAR1``.
+_PARQUET_TAIL = 8
+_READ_CHUNK = 1 << 20
+
+
+def _footer(path: Path, size: int) -> bytes:
+    """A Parquet file's footer (its file metadata with the 8-byte tail); for a file too
+    short or not ending in ``PAR1``, its last bytes (which then differ from the manifest's)."""
+    with path.open("rb") as f:
+        f.seek(max(0, size - _PARQUET_TAIL))
+        tail = f.read(_PARQUET_TAIL)
+        length = int.from_bytes(tail[:4], "little") if len(tail) == _PARQUET_TAIL else -1
+        if tail[4:] != b"PAR1" or not 0 <= length <= size - 2 * _PARQUET_TAIL:
+            return tail
+        f.seek(size - _PARQUET_TAIL - length)
+        return f.read(length + _PARQUET_TAIL)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of every byte of ``path``."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_facts(path: Path) -> dict[str, Any]:
+    """What the manifest keeps of one written file (:func:`verify_dataset` compares it)."""
+    size = path.stat().st_size
+    footer = hashlib.sha256(_footer(path, size)).hexdigest()
+    return {"bytes": size, "footer_sha256": footer, "sha256": file_sha256(path)}
+
+
+def verify_dataset(folder: Path, manifest: Manifest, *, full: bool = False) -> str | None:
+    """None when every file of the dataset is the one its manifest lists; else what differs,
+    in words naming the file. Fast (``full=False``): each file's size and Parquet footer,
+    a few KiB read per file; full: every byte's sha256 as well."""
+    if not manifest.file_facts or set(manifest.file_facts) != set(manifest.files):
+        return f"its {MANIFEST} keeps no digests of its files (written before they were kept)"
+    for name in manifest.files:
+        path, want = folder / name, manifest.file_facts[name]
+        try:
+            size = path.stat().st_size
+            if size != want["bytes"]:
+                return f"{name} has {size} bytes where its manifest says {want['bytes']}"
+            if hashlib.sha256(_footer(path, size)).hexdigest() != want["footer_sha256"]:
+                return f"{name}'s Parquet footer is not the one its manifest keeps"
+            if full and file_sha256(path) != want["sha256"]:
+                return f"{name}'s bytes are not the ones its manifest keeps (sha256)"
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror or type(exc).__name__})"
+    return None
 
 
 def params_id(generator: str, params: dict[str, Any]) -> str:
@@ -137,15 +206,43 @@ class ColumnDigest:
         return "sha256:" + self._h.hexdigest()
 
 
+@contextmanager
+def _terminate_removes_what_it_wrote(what: str) -> Iterator[None]:
+    """Inside the block SIGTERM raises ``SystemExit(143)`` (after one line on stderr), so
+    the write unwinds and removes its temporary folder: a stopped ``generate`` leaves
+    nothing. Only in the main thread and where SIGTERM still has its default action: a
+    host that handles it (Airflow's task runner, ``balancebench run``) keeps its own."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        print(f"{what}: stopped by SIGTERM; nothing of it was kept", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
-    """Call ``write(tmp_dir)``, then rename ``tmp_dir`` to ``final_dir`` (replacing it)."""
+    """Call ``write(tmp_dir)``, then rename ``tmp_dir`` to ``final_dir`` (replacing it).
+    An exception, an interrupt or a SIGTERM removes ``tmp_dir``; a writer killed outright
+    (SIGKILL) leaves it to the next writer (``reaper.remove_orphaned_folders``)."""
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     # The writer's pid in the name: a folder whose writer died is found and removed
     # (balancebench.reaper) by the next command.
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        write(tmp)
+        with _terminate_removes_what_it_wrote(f"dataset {final_dir.name}"):
+            write(tmp)
+        # Out of the block: a SIGTERM between the two renames must not unwind them.
         if final_dir.exists():
             old = final_dir.parent / f".{final_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             final_dir.rename(old)
@@ -266,6 +363,11 @@ class Generator(ABC):
     def check(self, params: dict[str, Any]) -> None:  # noqa: B027 - optional hook
         """Checks beyond the schema, before any work (e.g. a user file exists)."""
 
+    def input_files(self, params: dict[str, Any]) -> dict[str, tuple[Path, str]]:
+        """The user's files the dataset is made from: Param naming the file -> (its path,
+        the sha256 ``resolve`` recorded). Default: none (the dataset is generated)."""
+        return {}
+
     def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
         """Params completed from outside the Params, after ``check`` and before the
         dataset id is computed: e.g. the sha256 of an input file, so that an edited file
@@ -312,29 +414,72 @@ def read_table(
     return pq.ParquetDataset(files).read(columns=columns)
 
 
+def _cached(
+    generator: Generator, params: dict[str, Any], final_dir: Path, full_check: bool
+) -> Manifest | None:
+    """The dataset already in ``final_dir`` when it proves itself (:func:`verify_dataset`);
+    None when there is none or it must be written again (said on stderr, naming the file).
+    One made from a user's file is written again from that file too: the folder's id holds
+    the file's sha256, which ``resolve`` has just computed, so the rewrite reads exactly
+    the bytes the cached copy was made from."""
+    if not (final_dir / MANIFEST).exists():
+        return None
+    try:
+        manifest = load_manifest(final_dir)
+        problem = verify_dataset(final_dir, manifest, full=full_check)
+    except (ValueError, TypeError):  # not JSON, not a manifest, a file that is no path
+        problem = f"its {MANIFEST} cannot be read"
+    if problem is None:
+        return manifest
+    print(
+        terminal_safe(f"dataset {final_dir}: {problem}; writing it again"),
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
+def _sources_unchanged(generator: Generator, params: dict[str, Any]) -> None:
+    """The user's files still hold the bytes ``resolve`` hashed, so the dataset is made of
+    exactly what its id names: one that changed while it was read is refused."""
+    for param, (path, recorded) in generator.input_files(params).items():
+        now = file_sha256(path)
+        if now != recorded:
+            raise ValueError(
+                f"{param}: {quoted(str(path))} changed while it was read (sha256 "
+                f"{recorded[:12]}... before, {now[:12]}... after); nothing was kept: run "
+                "again once the file is complete"
+            )
+
+
 def run_generator(
-    generator: Generator, out_root: str | Path, values: dict[str, Any], specs: dict[str, dict]
+    generator: Generator,
+    out_root: str | Path,
+    values: dict[str, Any],
+    specs: dict[str, dict],
+    *,
+    full_check: bool = False,
 ) -> tuple[Path, Manifest]:
     """Check the params, then write the dataset under ``out_root/<name>/<params id>``
-    (reused when a complete one is already there)."""
+    (reused when one is already there and proves itself, :func:`verify_dataset`; with
+    ``full_check`` every byte is compared). Temporary folders of writers that are gone
+    are removed first."""
     mine = {k: specs[k] for k in generator.params}
     params = check_values(mine, values, what=f"{generator.name} params")
     generator.check(params)
     params = generator.resolve(dict(params))
+    remove_orphaned_folders(Path(out_root))
     final_dir = Path(out_root) / generator.name / params_id(generator.name, params)
-    if (final_dir / MANIFEST).exists():
-        try:
-            manifest = load_manifest(final_dir)
-            if all((final_dir / f).exists() for f in manifest.files):
-                return final_dir, manifest
-        except (ValueError, TypeError):  # not JSON, not a manifest, a file that is no path
-            pass  # an unreadable manifest: regenerate (the folder is the generator's own)
+    cached = _cached(generator, params, final_dir, full_check)
+    if cached is not None:
+        return final_dir, cached
     result: dict[str, Manifest] = {}
 
     def write(tmp: Path) -> None:
         started = time.perf_counter()
         out = TableWriter(tmp)
         generator.write(out, params)
+        _sources_unchanged(generator, params)
         main = out.tables[generator.main_table]
         manifest = Manifest(
             generator=generator.name,
@@ -346,6 +491,7 @@ def run_generator(
             tables=out.tables,
             main_table=generator.main_table,
             generate_s=time.perf_counter() - started,
+            file_facts={f: file_facts(tmp / f) for t in out.tables.values() for f in t["files"]},
         )
         (tmp / MANIFEST).write_text(manifest.to_json())
         result["manifest"] = manifest

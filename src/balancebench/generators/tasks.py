@@ -244,6 +244,12 @@ class HeterogeneousTasks(Generator):
         sha = file_sha256("tasks_text_path", path, utf8=True)
         return pin_sha256(params, "tasks_text_sha256", sha)
 
+    def input_files(self, params: dict[str, Any]) -> dict[str, tuple[Path, str]]:
+        if params["tasks_text_path"] is None:
+            return {}
+        path = Path(params["tasks_text_path"]).expanduser()
+        return {"tasks_text_path": (path, params["tasks_text_sha256"])}
+
     def check(self, params: dict[str, Any]) -> None:
         sizes = params["tasks_sizes"]
         path_text = params["tasks_text_path"]

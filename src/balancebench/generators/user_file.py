@@ -547,6 +547,10 @@ class UserFile(Generator):
         sha = file_sha256("user_file_path", path, utf8=_format(params, path) == "text")
         return pin_sha256(params, "user_file_sha256", sha)
 
+    def input_files(self, params: dict[str, Any]) -> dict[str, tuple[Path, str]]:
+        path = Path(params["user_file_path"]).expanduser()
+        return {"user_file_path": (path, params["user_file_sha256"])}
+
     @staticmethod
     def _columns(path: Path, fmt: str) -> list[str]:
         if fmt == "parquet":

@@ -13,7 +13,6 @@ failure on a mismatch. Every runner's results become the cost model's input in o
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from abc import ABC, abstractmethod
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from balancebench.environment import setting
 from balancebench.loads import imbalance
 from balancebench.metric_definitions import (
     CORE_WAIT,
@@ -43,7 +43,7 @@ def checkpoint_root() -> Path:
     """Where runs with ``reliable_state`` write their checkpoints: every executor must
     see it (on one machine any local folder; on a cluster of several machines a shared
     file system, ``BALANCEBENCH_CHECKPOINT_DIR``)."""
-    return Path(os.environ.get("BALANCEBENCH_CHECKPOINT_DIR") or local_dir() / "checkpoints")
+    return setting("BALANCEBENCH_CHECKPOINT_DIR") or local_dir() / "checkpoints"
 
 
 class OracleMismatch(AssertionError):

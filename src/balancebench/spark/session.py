@@ -14,6 +14,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from balancebench.environment import setting
 from balancebench.paths import local_dir
 from balancebench.spark import jvm_routing
 
@@ -64,7 +65,7 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
     # routed rows under GC churn. Honoured when this process starts the JVM; spark-submit
     # gets --driver-memory from the DAG instead.
     builder = builder.config(
-        "spark.driver.memory", os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "4g")
+        "spark.driver.memory", setting("BALANCEBENCH_DRIVER_MEMORY", default="4g")
     )
     builder = builder.config("spark.eventLog.enabled", "true")
     builder = builder.config("spark.eventLog.dir", events.as_uri())
