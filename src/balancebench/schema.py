@@ -78,6 +78,15 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return out + (f" (+{cut:,} more characters)" if cut > 0 else "")
 
 
+#: How many characters of a path a message quotes (a file name is at the end).
+PATH_QUOTE_CHARS = 200
+
+
+def shown_path(path: object) -> str:
+    """A path as a message quotes it (escaped; long paths cut after 200 characters)."""
+    return quoted(str(path), PATH_QUOTE_CHARS)
+
+
 def terminal_safe(message: str, limit: int = 2000) -> str:
     """A whole message made safe for a terminal: control characters escaped (a newline
     kept), at most ``limit`` characters. The last net under messages built elsewhere

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from balancebench import tracking
 from balancebench.compare import headline_metrics
 from balancebench.experiment_params import applicable_params, validate_params
 from balancebench.generators import generate, generator_params
+from balancebench.generators.common import MANIFEST, file_facts
 from balancebench.metric_definitions import METRIC_DEFINITIONS
 from balancebench.paths import datasets_dir, results_dir, validation_dir
 from tests.e2e.conftest import BIN, ROOT, TINY
@@ -188,13 +190,17 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
 def test_failed_validation_stops_before_spark(airflow_cli):
     conf = {**TINY, "seed": 99, "experiment": "e2e-bad-data"}
     p = validate_params(conf)
-    # The dataset these Params name already exists, but someone broke it: a null key.
+    # The dataset these Params name already exists, but its generator wrote a null key (its
+    # manifest keeps the digests of those very bytes, so the cache check passes it: a file
+    # changed after it was written would be written again instead, test_cached_datasets).
     folder, manifest = generate(p["dataset"], datasets_dir(), generator_params(p["dataset"], p))
     path = folder / manifest.files[0]
     table = pq.read_table(path)
     keys = table.column("key").to_pylist()
     keys[5] = None
     pq.write_table(table.set_column(2, "key", pa.array(keys, pa.int64())), path)
+    facts = {**manifest.file_facts, path.name: file_facts(path)}
+    (folder / MANIFEST).write_text(dataclasses.replace(manifest, file_facts=facts).to_json())
 
     done = airflow_cli("dags", "test", "balance_experiment", "-c", json.dumps(conf))
     out = done.stdout + done.stderr

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 
 from balancebench.lazy import lazy_module
 from balancebench.reaper import remove_orphaned_folders
-from balancebench.schema import check_values, quoted, terminal_safe
+from balancebench.schema import check_values, quoted, shown_path, terminal_safe
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
 pd = lazy_module("pandas")
@@ -446,7 +446,7 @@ def _sources_unchanged(generator: Generator, params: dict[str, Any]) -> None:
         now = file_sha256(path)
         if now != recorded:
             raise ValueError(
-                f"{param}: {quoted(str(path))} changed while it was read (sha256 "
+                f"{param}: {shown_path(path)} changed while it was read (sha256 "
                 f"{recorded[:12]}... before, {now[:12]}... after); nothing was kept: run "
                 "again once the file is complete"
             )

@@ -72,7 +72,7 @@ from balancebench.generators.common import (
     read_table,
 )
 from balancebench.lazy import lazy_module
-from balancebench.schema import quoted
+from balancebench.schema import quoted, shown_path
 
 #: A word: a maximal run of Unicode letters, digits and underscores (RE2/Java syntax).
 WORD_PATTERN = r"[\p{L}\p{N}_]+"
@@ -101,19 +101,12 @@ KEYS_SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.string())])
 # --- Files, shared with the ``tasks`` generator -------------------------------------------
 
 
-#: How many characters of a path a message quotes (a file name is at the end).
-PATH_QUOTE_CHARS = 200
 #: Bytes sniffed at the start of a file to tell its format (and binary from text).
 SNIFF_BYTES = 1 << 16
 #: Parquet's magic number, at the start and at the end of every Parquet file.
 PARQUET_MAGIC = b"PAR1"
 #: Pseudo-file systems: their files' sizes are not their contents (``/dev/shm`` is real).
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
-
-
-def shown_path(path: str | Path) -> str:
-    """A path as a message quotes it (escaped; long paths cut after 200 characters)."""
-    return quoted(str(path), PATH_QUOTE_CHARS)
 
 
 def _file_kind(mode: int) -> str:
