@@ -476,7 +476,12 @@ class StoredTuples(NodeState):
             & (F.col("p._match") == F.col("s.key"))
             & (F.col("s.tuple_id") < F.col("p.tuple_id"))
         )
-        in_window = cfg.in_window(F.col("p.event_time_s"), F.col("s.event_time_s"))
+        probe_is_r = F.col("p.side") == "R"  # the rule is on (R, S), not (probe, stored)
+        t_probe, t_stored = F.col("p.event_time_s"), F.col("s.event_time_s")
+        in_window = cfg.in_window(
+            F.when(probe_is_r, t_probe).otherwise(t_stored),
+            F.when(probe_is_r, t_stored).otherwise(t_probe),
+        )
         if in_window is not None:
             cond = cond & in_window
         # The batch's probes are the build side; stored tuples stream through.
