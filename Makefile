@@ -60,7 +60,7 @@ test: setup browser
 # Airflow's scheduling, on a fault's detection), and on two they took 23 minutes. Files go
 # out in tests/conftest.py's order (longest first), not xdist's (most tests first).
 test-faults: setup browser
-	$(UV_RUN) pytest -n 3 --dist loadfile --no-loadscope-reorder -m "faults or cluster or service"
+	$(UV_RUN) pytest -n 4 --dist loadfile --no-loadscope-reorder -m "faults or cluster or service"
 
 # The documentation site (Sphinx + MyST, docs/), built strictly: a warning or a broken link
 # or anchor fails it; the reference pages are generated from the code on every build.

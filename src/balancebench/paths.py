@@ -109,10 +109,13 @@ def storage_error(exc: OSError) -> str | None:
 
     path = exc.filename or local_dir()
     if exc.errno == errno.ENOSPC:
-        return (
-            f"no space left on {mount_point(path)} (the file system that holds {path} is "
-            "full); free space and re-run"
-        )
+        if exc.filename:  # the file it names: the file system that holds it
+            mount, what = mount_point(path), f"the file system that holds {path} is full"
+        else:  # Arrow's and MLflow's writes name no file: the full one under .local
+            full = full_file_systems(local_dir())
+            mount = full[0] if full else mount_point(path)
+            what = "the file system is full"
+        return f"no space left on {mount} ({what}); free space and re-run"
     if exc.errno == errno.EROFS:
         return f"{path} is read-only (a read-only file system); make it writable and re-run"
     if exc.errno in (errno.EACCES, errno.EPERM):
