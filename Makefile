@@ -55,10 +55,11 @@ test: setup browser
 # Fault injection (SIGTERM, SIGKILL, full and read-only disks, a lost executor), the Spark
 # standalone cluster tests and the Airflow service's (PostgreSQL, REST API, browser): the
 # long-running services start here, once; .ci/run runs it after `make test`, which stays
-# within 20 minutes (with the service test it took 19:28 of pytest alone). Three workers,
-# one file each at a time: the two service files and the rest each mostly wait (on
-# Airflow's scheduling, on a fault's detection), and on two they took 23 minutes. Files go
-# out in tests/conftest.py's order (longest first), not xdist's (most tests first).
+# within 20 minutes (with the service test it took 19:28 of pytest alone). Four workers
+# for five files: the two service files and the rest each mostly wait (on Airflow's
+# scheduling, on a fault's detection); on three workers the storage faults followed the
+# service faults on one worker (25 minutes). Files go out in tests/conftest.py's order,
+# not xdist's (most tests first); the comment there says how xdist hands them out.
 test-faults: setup browser
 	$(UV_RUN) pytest -n 4 --dist loadfile --no-loadscope-reorder -m "faults or cluster or service"
 
