@@ -58,7 +58,9 @@ test: setup browser
 # within 20 minutes (with the service test it took 19:28 of pytest alone). Four workers
 # for five files: the two service files and the rest each mostly wait (on Airflow's
 # scheduling, on a fault's detection); on three workers the storage faults followed the
-# service faults on one worker (25 minutes). Files go out in tests/conftest.py's order,
+# service faults on one worker (25 minutes); on four, 24 minutes, bound by the two
+# service files (about 23 minutes each under this load: the load test's six runs and
+# sweep, and the four faults on one service). Files go out in tests/conftest.py's order,
 # not xdist's (most tests first); the comment there says how xdist hands them out.
 test-faults: setup browser
 	$(UV_RUN) pytest -n 4 --dist loadfile --no-loadscope-reorder -m "faults or cluster or service"
