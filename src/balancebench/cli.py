@@ -42,7 +42,6 @@ from balancebench.paths import (
     exclusive_lock,
     full_file_systems,
     local_dir,
-    mount_point,
     results_dir,
     storage_error,
     validation_dir,
@@ -453,8 +452,7 @@ def _first_error(log: Path) -> str:
             if needle in line:
                 path = re.search(r"'(/[^']{1,300})'", line)  # the file it names, if any
                 if needle == "No space left on device":  # which file system: its mount
-                    full = [mount_point(path.group(1))] if path else []
-                    full = full or full_file_systems(local_dir())
+                    full = full_file_systems(path.group(1) if path else None)
                     return cause + (f": {', '.join(map(str, full))} is full" if full else "")
                 return cause + (f": {path.group(1)}" if path else "")
     for line in lines:  # a cause balancebench put in one line (a killed JVM, a dead server)

@@ -83,9 +83,14 @@ def mount_point(path: str | Path) -> Path:
     return here
 
 
-def full_file_systems(root: Path, free_below_bytes: int = 1 << 20) -> list[Path]:
-    """Mount points, of ``root`` and of every file system mounted below it, with less
-    than ``free_below_bytes`` free: what a "No space left on device" was about."""
+def full_file_systems(filename: str | None, free_below_bytes: int = 1 << 20) -> list[Path]:
+    """The mount points a "No space left on device" was about: the one that holds
+    ``filename`` when the failed write named it; else those of ``.local`` and of every
+    file system mounted below it with less than ``free_below_bytes`` free (Arrow's and
+    MLflow's writes name no file)."""
+    if filename:
+        return [mount_point(filename)]
+    root = local_dir()
     found = {mount_point(root)}
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mounts").read_text().splitlines():
@@ -109,13 +114,10 @@ def storage_error(exc: OSError) -> str | None:
 
     path = exc.filename or local_dir()
     if exc.errno == errno.ENOSPC:
-        if exc.filename:  # the file it names: the file system that holds it
-            mount, what = mount_point(path), f"the file system that holds {path} is full"
-        else:  # Arrow's and MLflow's writes name no file: the full one under .local
-            full = full_file_systems(local_dir())
-            mount = full[0] if full else mount_point(path)
-            what = "the file system is full"
-        return f"no space left on {mount} ({what}); free space and re-run"
+        full = full_file_systems(exc.filename)
+        mount = full[0] if full else mount_point(path)
+        what = f"that holds {path} " if exc.filename else ""
+        return f"no space left on {mount} (the file system {what}is full); free space and re-run"
     if exc.errno == errno.EROFS:
         return f"{path} is read-only (a read-only file system); make it writable and re-run"
     if exc.errno in (errno.EACCES, errno.EPERM):
