@@ -1,14 +1,10 @@
-"""Settings the DAG files read from the environment: the one place to change them.
-
-- ``BALANCEBENCH_NIGHTLY_CRON``: when ``nightly_sweep`` runs (cron, default ``0 2 * * *``,
-  02:00 UTC; ``none`` = only when triggered).
-- ``BALANCEBENCH_MODEL_CRON``: when ``model_experiment`` runs on its defaults (default
-  ``none``: only when triggered).
-- ``BALANCEBENCH_TIMED_CONCURRENCY``: how many timed Spark runs of one DAG run may share
-  the machine (default 1: runs that are compared must not compete for its cores). Logged
-  on every run as the param ``timed_concurrency``.
-- ``BALANCEBENCH_DRIVER_MEMORY``: ``spark-submit --driver-memory`` (default 4g; 2g for
-  ``model_experiment``'s sweep).
+"""The settings the DAG files read from the environment, as the DAGs use them: the cron
+schedules of ``nightly_sweep`` and ``model_experiment``, how many timed Spark runs of one
+DAG run may share the machine (logged on every run as the param ``timed_concurrency``) and
+``spark-submit --driver-memory`` (4g, 2g for ``model_experiment``'s sweep, when unset).
+What each allows and the other defaults are in the one registry,
+``balancebench.environment`` (the README's "Settings from the environment"), which the
+values below are read through.
 
 The DAG processor reads them when it parses the DAG files: restart the service (``make
 airflow-stop && make airflow``) after changing one. A scheduled DAG's first run is the
