@@ -97,7 +97,7 @@ class _BatchQueries(Baseline):
         """Batches whose pieces the user keeps after batch ``b``."""
         cfg = self.config
         if self.op.aggregates:
-            first = 0 if cfg.window_batches is None else b - cfg.window_batches + 1
+            first = cfg.first_window_batch(b)
             return [j for j in sorted(self.pieces) if first <= j <= b]
         horizon = self.horizon(b)
         if horizon is None:

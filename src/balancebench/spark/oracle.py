@@ -58,7 +58,7 @@ def expected_answer(stream: DataFrame, config: Any, b: int) -> DataFrame:
     ``(r_id, s_id)`` of all tuples so far whose later tuple is in batch ``b``.
     """
     if config.workload.operator.aggregates:
-        first = 0 if config.window_batches is None else b - config.window_batches + 1
+        first = config.first_window_batch(b)
         window = stream.where((F.col("batch") >= first) & (F.col("batch") <= b))
         return window.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
     upto = stream.where(F.col("batch") <= b)

@@ -45,6 +45,11 @@ class EngineConfig:
         """Aggregation window in batches (None = full history; ``Operator.window_batches``)."""
         return self.workload.operator.window_batches(self.interval_s, self.window_s)
 
+    def first_window_batch(self, b: int) -> int:
+        """The first batch an aggregation's window holds after batch ``b`` (0: the whole
+        history)."""
+        return 0 if self.window_batches is None else b - self.window_batches + 1
+
     def in_window(self, t_r: Column, t_s: Column) -> Column | None:
         """The join's time condition on two event-time columns (``Operator.in_window``;
         None: no window)."""
