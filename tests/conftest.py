@@ -36,19 +36,17 @@ def spark(local_state: Path):
     session.stop()
 
 
-# The order in which xdist hands out files (`--dist loadfile`; `make test-faults` keeps it
-# with `--no-loadscope-reorder`). xdist gives each worker one file in this order, then a
-# second file at once to each worker whose file has at most two tests, and the rest to the
-# first worker down to two pending tests. `make test-faults` has five files on four
-# workers: the first four start at once, and the cluster file (two tests) takes the
-# storage faults next, so the service faults (the longest, four tests on one service) never
-# get a second file. About these minutes per file (from the workers' temporary folders) in
-# one `make test-faults` (2026-11-29, three workers on 2 cores, each slowed by the others):
-# service faults 21, faults 12, service 10, cluster 9, storage 6; the run took 25 with the
-# storage faults after the service faults on one worker (it reached two pending tests).
-# `make test`'s files follow, longest first (seconds in one `make test` on a clean clone,
-# 2026-11-25: engine 608, DAG run 415, join architectures 333, baselines 287, model DAG
-# 234, bad inputs 99, dataset DAG 55, plans 48, TPC-H 37).
+# The order in which xdist hands out files (`--dist loadfile --no-loadscope-reorder`, in
+# both `make test` and `make test-faults`). xdist gives each worker one file in this order,
+# then a second file at once to each worker whose file has at most two pending tests, and
+# the rest to the first worker down to two pending tests. `make test-faults` has four
+# files on four workers, one each. Minutes per file (from the workers' temporary folders)
+# in one `make test-faults` (2026-11-29, five files on four workers, 2 cores, each file
+# slowed by the others): service 23, service faults 22.5, faults 17, storage 11, cluster 7
+# (the cluster file has since moved to `make test`, where it starts first, beside the
+# engine and the DAG run). `make test`'s files follow, longest first (seconds in one
+# `make test` on a clean clone, 2026-11-25: engine 608, DAG run 415, join architectures
+# 333, baselines 287, model DAG 234, bad inputs 99, dataset DAG 55, plans 48, TPC-H 37).
 SLOWEST_FIRST = (
     "tests/e2e/test_service.py",
     "tests/e2e/test_service_faults.py",

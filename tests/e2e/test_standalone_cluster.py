@@ -29,8 +29,9 @@ from tests.e2e.conftest import (
     only_loopback,
 )
 
-# The whole file runs in `make test-faults`: the cluster (a master, two workers and their
-# executors, five JVMs on the same 2 cores) starts once per CI run, not once per target.
+# The whole file, its lost-executor fault too, runs in `make test` (marker `cluster`): the
+# cluster (a master, two workers and their executors, five JVMs on the same 2 cores)
+# starts once per CI run, not once per target.
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 SCRIPT = ROOT / "infra" / "spark-standalone.sh"
 
