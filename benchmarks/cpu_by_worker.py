@@ -63,19 +63,30 @@ def _own_ticks(pid: str) -> int | None:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _identity(pid: str) -> tuple[str, str]:
-    """The worker a process belongs to and its kind."""
+def _worker(pid: str) -> str:
+    """The pytest-xdist worker a process inherited (``PYTEST_XDIST_WORKER``)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
-        return "gone", "gone"
-    worker = next(
+        return "gone"
+    return next(
         (e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"PYTEST_XDIST_WORKER=")),
         "no worker",
     )
-    kind = next((k for piece, k in KINDS if piece in cmdline), "other")
-    return worker, kind
+
+
+def _kind(pid: str) -> str:
+    """What the process runs now (read every sample: ``spark-submit`` is a shell script
+    until it ``exec``s the JVM, under the same pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "gone"
+    found = next((k for piece, k in KINDS if piece in cmdline), None)
+    if found is None:  # named by its program and first argument
+        words = [Path(w).name for w in cmdline.split()[:2]]
+        found = "other: " + " ".join(words)[:40]
+    return found
 
 
 def _machine_ticks() -> int:
@@ -88,7 +99,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.every = every
         self.stop = threading.Event()
-        self.seen: dict[str, tuple[int, tuple[str, str]]] = {}
+        self.seen: dict[str, tuple[int, str]] = {}  # pid -> (CPU ticks seen, worker)
         self.cpu: dict[tuple[str, str], int] = defaultdict(int)
         self.first = True
 
@@ -103,13 +114,12 @@ class Sampler(threading.Thread):
                 continue
             alive.add(pid)
             if pid not in self.seen:
-                identity = _identity(pid)
                 # A process that existed before the command started counts from now on.
-                last = ticks if self.first else 0
-                self.seen[pid] = (last, identity)
-            last, identity = self.seen[pid]
-            self.cpu[identity] += max(0, ticks - last)
-            self.seen[pid] = (ticks, identity)
+                self.seen[pid] = (ticks if self.first else 0, _worker(pid))
+            last, worker = self.seen[pid]
+            if ticks > last:
+                self.cpu[worker, _kind(pid)] += ticks - last
+            self.seen[pid] = (ticks, worker)
         for pid in set(self.seen) - alive:  # a pid may be reused: forget the dead
             del self.seen[pid]
         self.first = False
