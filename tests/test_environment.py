@@ -65,8 +65,11 @@ def test_good_values_and_the_defaults(monkeypatch, tmp_path):
     assert setting("BALANCEBENCH_NIGHTLY_CRON") == "0 2 * * *"
     assert setting("BALANCEBENCH_MODEL_CRON") is None
     assert setting("BALANCEBENCH_TIMED_CONCURRENCY") == 1
-    assert setting("BALANCEBENCH_DRIVER_MEMORY") is None
-    assert setting("BALANCEBENCH_DRIVER_MEMORY", default="2g") == "2g"
+    assert setting("BALANCEBENCH_DRIVER_MEMORY") == "4g"
+    assert setting("BALANCEBENCH_DRIVER_MEMORY", default="2g") == "2g"  # the model sweep's
+    monkeypatch.setenv("BALANCEBENCH_DRIVER_MEMORY", "3g")
+    assert setting("BALANCEBENCH_DRIVER_MEMORY", default="2g") == "3g"  # the user's wins
+    monkeypatch.delenv("BALANCEBENCH_DRIVER_MEMORY")
     assert setting("BALANCEBENCH_SPARK_MASTER") == "local[*]"
     assert setting("BALANCEBENCH_CHECKPOINT_DIR") is None
     for name, value, parsed in [

@@ -1,8 +1,8 @@
 """The settings the DAG files read from the environment, as the DAGs use them: the cron
 schedules of ``nightly_sweep`` and ``model_experiment``, how many timed Spark runs of one
 DAG run may share the machine (logged on every run as the param ``timed_concurrency``) and
-``spark-submit --driver-memory`` (4g, 2g for ``model_experiment``'s sweep, when unset).
-What each allows and the other defaults are in the one registry,
+``spark-submit --driver-memory`` (2g for ``model_experiment``'s sweep when unset). What
+each allows and its default are in the one registry,
 ``balancebench.environment`` (the README's "Settings from the environment"), which the
 values below are read through.
 
@@ -45,5 +45,5 @@ def schedule_description(cron: str | None, variable: str) -> str:
 NIGHTLY_CRON = setting("BALANCEBENCH_NIGHTLY_CRON")
 MODEL_CRON = setting("BALANCEBENCH_MODEL_CRON")
 TIMED_CONCURRENCY = setting("BALANCEBENCH_TIMED_CONCURRENCY")
-DRIVER_MEMORY = setting("BALANCEBENCH_DRIVER_MEMORY", default="4g")
+DRIVER_MEMORY = setting("BALANCEBENCH_DRIVER_MEMORY")
 MODEL_DRIVER_MEMORY = setting("BALANCEBENCH_DRIVER_MEMORY", default="2g")

@@ -127,9 +127,9 @@ SETTINGS: Final[dict[str, Setting]] = {
         ),
         Setting(
             "BALANCEBENCH_DRIVER_MEMORY",
-            None,
+            "4g",
             "a JVM memory size: a whole number with k, m, g or t (e.g. 4g, 512m)",
-            "the Spark driver's memory (default 4g; 2g for model_experiment's sweep)",
+            "the Spark driver's memory (2g for model_experiment's sweep when unset)",
             _memory,
         ),
         Setting(

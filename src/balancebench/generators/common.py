@@ -135,12 +135,15 @@ def _footer(path: Path, size: int) -> bytes:
         return f.read(length + _PARQUET_TAIL)
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of every byte of ``path``."""
+def file_sha256(path: Path, each_block: Callable[[bytes], None] | None = None) -> str:
+    """sha256 of every byte of ``path``, read once; ``each_block`` sees each block read
+    (a check of the same bytes, such as a user file's UTF-8, needs no second read)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_READ_CHUNK):
             digest.update(chunk)
+            if each_block is not None:
+                each_block(chunk)
     return digest.hexdigest()
 
 

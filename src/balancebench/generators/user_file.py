@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import hashlib
 import os
 import re
 import stat
@@ -63,6 +62,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from balancebench.generators import common
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -178,37 +178,39 @@ def existing_file(field: str, path: str | Path, what: str) -> Path:
 
 
 def file_sha256(field: str, path: Path, *, utf8: bool = False) -> str:
-    """Hex sha256 of the file; with ``utf8``, also check that it is valid UTF-8 text."""
-    digest = hashlib.sha256()
+    """Hex sha256 of the file (:func:`common.file_sha256`, read once); with ``utf8``, the
+    same blocks are checked to be UTF-8 text. An unreadable file or invalid text is a
+    ``ValueError`` naming ``field``."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
+
+    def check_text(block: bytes) -> None:
+        nonlocal offset
+        try:
+            decoder.decode(block)
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{field}: {shown_path(path)} is not UTF-8 text (invalid byte at "
+                f"offset {offset + exc.start}); expected a UTF-8 text file"
+            ) from None
+        offset += len(block)
+
     try:
-        with path.open("rb") as f:
-            while block := f.read(1 << 24):
-                digest.update(block)
-                if utf8:
-                    try:
-                        decoder.decode(block)
-                    except UnicodeDecodeError as exc:
-                        raise ValueError(
-                            f"{field}: {shown_path(path)} is not UTF-8 text (invalid byte at "
-                            f"offset {offset + exc.start}); expected a UTF-8 text file"
-                        ) from None
-                offset += len(block)
-            if utf8:
-                try:
-                    decoder.decode(b"", final=True)
-                except UnicodeDecodeError:
-                    raise ValueError(
-                        f"{field}: {shown_path(path)} is not UTF-8 text (truncated character at "
-                        "the end); expected a UTF-8 text file"
-                    ) from None
+        digest = common.file_sha256(path, check_text if utf8 else None)
     except OSError as exc:
         raise ValueError(
             f"{field}: cannot read {shown_path(path)} ({exc.strerror or type(exc).__name__}); "
             "expected a readable file"
         ) from None
-    return digest.hexdigest()
+    if utf8:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{field}: {shown_path(path)} is not UTF-8 text (truncated character at "
+                "the end); expected a UTF-8 text file"
+            ) from None
+    return digest
 
 
 def pin_sha256(params: dict[str, Any], field: str, actual: str) -> dict[str, Any]:

@@ -64,9 +64,7 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
     # The driver is the executor in local mode; 1g (Spark's default) caches millions of
     # routed rows under GC churn. Honoured when this process starts the JVM; spark-submit
     # gets --driver-memory from the DAG instead.
-    builder = builder.config(
-        "spark.driver.memory", setting("BALANCEBENCH_DRIVER_MEMORY", default="4g")
-    )
+    builder = builder.config("spark.driver.memory", setting("BALANCEBENCH_DRIVER_MEMORY"))
     builder = builder.config("spark.eventLog.enabled", "true")
     builder = builder.config("spark.eventLog.dir", events.as_uri())
     if master:
