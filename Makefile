@@ -60,7 +60,7 @@ test: setup browser
 # Airflow service's tests (PostgreSQL, REST API, browser, the service's own faults): the
 # long-running services start here, once; .ci/run runs it after `make test`. Four files
 # on four workers, one each. What bounds it is the machine's two cores, shared by all four
-# (`benchmarks/cpu_by_worker.py -- make test-faults` prints whose CPU it is): on
+# (`uv run python benchmarks/cpu_by_worker.py -- make test-faults` prints whose CPU): on
 # 2026-11-29 it took 24 minutes with the standalone-cluster file as a fifth (now in
 # `make test`, which had the room) and the service faults on 120,000 tuples a run.
 test-faults: setup browser

@@ -12,9 +12,12 @@ file's wall time is mostly waiting for the others.
 
 What it leaves out: a process that lives less than one sampling interval is not seen
 (its CPU shows only in the machine's total, as "not seen"); CPU is counted when a sample
-sees it, so the last interval of a process that ends is lost too. A worker's own Python
-process is listed under "no worker" (it sets ``PYTEST_XDIST_WORKER`` after it starts, and
-``/proc`` shows the environment a process started with).
+sees it, so the last interval of a process that ends is lost too. "no worker" holds, beside
+what belongs to no worker (make, the pytest controller, this sampler): a worker's own
+Python process (it sets ``PYTEST_XDIST_WORKER`` after it starts, and ``/proc`` shows the
+environment a process started with), and a process whose environment was overwritten by
+its process title (Airflow's ``setproctitle``, PostgreSQL) before a sample saw it and
+whose parent was not seen with a worker either (a child takes its parent's worker).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from balancebench.schema import positive_float
 
 TICKS = os.sysconf("SC_CLK_TCK")
 #: Kinds of process, by a piece of the command line (first match wins).
@@ -55,23 +60,32 @@ KINDS = (
 )
 
 
-def _own_ticks(pid: str) -> int | None:
+def _stat(pid: str) -> tuple[str, str, int] | None:
+    """The parent's pid, the start time (clock ticks since boot: with the pid, a process's
+    identity, as pids are reused) and the CPU ticks of the process itself (user +
+    system, not its children's); None when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    return fields[1], fields[19], int(fields[11]) + int(fields[12])
 
 
-def _worker(pid: str) -> str:
-    """The pytest-xdist worker a process inherited (``PYTEST_XDIST_WORKER``)."""
+def _environ_worker(pid: str) -> str | None:
+    """The pytest-xdist worker in the process's environment (``PYTEST_XDIST_WORKER``), or
+    None: not set, or the area overwritten (Airflow's ``setproctitle`` and PostgreSQL
+    write their process titles over it)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
-        return "gone"
+        return None
     return next(
-        (e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"PYTEST_XDIST_WORKER=")),
-        "no worker",
+        (
+            e.split(b"=", 1)[1].decode(errors="replace")
+            for e in environ
+            if e.startswith(b"PYTEST_XDIST_WORKER=")
+        ),
+        None,
     )
 
 
@@ -79,19 +93,22 @@ def _kind(pid: str) -> str:
     """What the process runs now (read every sample: ``spark-submit`` is a shell script
     until it ``exec``s the JVM, under the same pid)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return "gone"
+    cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
     found = next((k for piece, k in KINDS if piece in cmdline), None)
     if found is None:  # named by its program and first argument
         words = [Path(w).name for w in cmdline.split()[:2]]
-        found = "other: " + " ".join(words)[:40]
+        found = ("other: " + " ".join(words))[:47] if words else "other: (no command line)"
     return found
 
 
 def _machine_ticks() -> int:
+    """Busy ticks of all cores: user, nice, system, irq, softirq (not idle or iowait; not
+    steal, another guest's time; not guest, already inside user and nice)."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    return sum(int(f) for i, f in enumerate(fields) if i not in (3, 4))  # not idle, iowait
+    return sum(int(f) for i, f in enumerate(fields) if i in (0, 1, 2, 5, 6))
 
 
 class Sampler(threading.Thread):
@@ -99,28 +116,38 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.every = every
         self.stop = threading.Event()
-        self.seen: dict[str, tuple[int, str]] = {}  # pid -> (CPU ticks seen, worker)
+        #: pid -> (start time, CPU ticks counted so far, worker)
+        self.seen: dict[str, tuple[str, int, str]] = {}
         self.cpu: dict[tuple[str, str], int] = defaultdict(int)
         self.first = True
 
+    def _worker(self, pid: str, parent: str) -> str:
+        """The worker of a process seen for the first time: its environment's, else its
+        parent's (a child of a process whose environment was overwritten)."""
+        found = _environ_worker(pid)
+        if found is not None:
+            return found
+        return self.seen[parent][2] if parent in self.seen else "no worker"
+
     def sample(self) -> None:
         alive = set()
-        for entry in os.scandir("/proc"):
-            pid = entry.name
+        for entry in sorted(os.scandir("/proc"), key=lambda e: (len(e.name), e.name)):
+            pid = entry.name  # in pid order, mostly parents before their children
             if not pid.isdigit():
                 continue
-            ticks = _own_ticks(pid)
-            if ticks is None:
+            stat = _stat(pid)
+            if stat is None:
                 continue
+            parent, started, ticks = stat
             alive.add(pid)
-            if pid not in self.seen:
+            if pid not in self.seen or self.seen[pid][0] != started:
                 # A process that existed before the command started counts from now on.
-                self.seen[pid] = (ticks if self.first else 0, _worker(pid))
-            last, worker = self.seen[pid]
+                self.seen[pid] = (started, ticks if self.first else 0, self._worker(pid, parent))
+            _, last, worker = self.seen[pid]
             if ticks > last:
                 self.cpu[worker, _kind(pid)] += ticks - last
-            self.seen[pid] = (ticks, worker)
-        for pid in set(self.seen) - alive:  # a pid may be reused: forget the dead
+            self.seen[pid] = (started, ticks, worker)
+        for pid in set(self.seen) - alive:
             del self.seen[pid]
         self.first = False
 
@@ -132,7 +159,9 @@ class Sampler(threading.Thread):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--every", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument(
+        "--every", type=positive_float, default=1.0, help="seconds between samples (> 0)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -141,10 +170,14 @@ def main() -> int:
     sampler = Sampler(args.every)
     machine_before, started = _machine_ticks(), time.monotonic()
     sampler.start()
-    exit_code = subprocess.run(command).returncode
-    sampler.stop.set()
-    sampler.join()
+    try:
+        exit_code = subprocess.run(command).returncode
+    finally:
+        sampler.stop.set()
+        sampler.join()
     sampler.sample()
+    if exit_code < 0:  # ended by a signal: the shell's convention
+        exit_code = 128 - exit_code
     wall = time.monotonic() - started
     machine = (_machine_ticks() - machine_before) / TICKS
     per_worker: dict[str, float] = defaultdict(float)

@@ -116,6 +116,18 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1)
 
 
+def positive_float(text: str) -> float:
+    """An ``argparse`` type for a script's durations (``--every``): a finite number > 0,
+    refused at parse time with the allowed values."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a number > 0") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: a finite number > 0")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """An ``argparse`` type for a count that may be 0 (``--skip``), as :func:`positive_int`."""
     return _whole_number(text, 0)

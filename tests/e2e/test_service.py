@@ -228,7 +228,7 @@ def sweeps(service):
         first = api.wait(sweep_run)
         manuals = [api.wait(run) for run in manual_runs]
     # One round each: the regression rule needs one earlier result, and the two
-    # cells of a sweep already run side by side (make test's time is near its bound).
+    # cells of a sweep already run side by side (make test-faults' time is near its bound).
     second = api.run_dag(
         "nightly_sweep", {**SWEEP, "test_slow_cell": SLOW, "test_slow_plan_work_ms": 1500}
     )

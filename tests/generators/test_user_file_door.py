@@ -150,6 +150,27 @@ def test_a_non_utf8_csv_is_refused_at_the_door(tmp_path):
     assert "is not UTF-8 text (invalid byte at offset 7)" in _refused(path)
 
 
+@pytest.mark.parametrize(
+    ("content", "offset"),
+    [
+        (b"abcdef\xe2\x82A rest", 6),  # a character cut by a block's end, then broken
+        (b"abcdef\xe2\x82\xacok\xff", 11),  # a cut character completed; a bad byte after
+        (b"abcdefgh" * 3 + b"\xff", 24),  # the first byte of a later block
+    ],
+)
+def test_the_offset_of_an_invalid_byte_is_right_across_blocks(
+    tmp_path, monkeypatch, content, offset
+):
+    """The file is read (and hashed) in blocks; the offset named is the byte's in the file,
+    also where a character spans two blocks (8-byte blocks here, 1 MiB in use)."""
+    from balancebench.generators import common
+
+    monkeypatch.setattr(common, "_READ_CHUNK", 8)
+    path = _write(tmp_path / "t.txt", content)
+    msg = _refused(path, workload="wordcount")
+    assert f"is not UTF-8 text (invalid byte at offset {offset})" in msg
+
+
 # --- 3. values at the door ----------------------------------------------------------------
 
 

@@ -186,12 +186,15 @@ def file_sha256(field: str, path: Path, *, utf8: bool = False) -> str:
 
     def check_text(block: bytes) -> None:
         nonlocal offset
+        # The decoder puts a character cut by the last block in front of this one: its
+        # error positions count from those kept bytes.
+        kept = len(decoder.getstate()[0])
         try:
             decoder.decode(block)
         except UnicodeDecodeError as exc:
             raise ValueError(
                 f"{field}: {shown_path(path)} is not UTF-8 text (invalid byte at "
-                f"offset {offset + exc.start}); expected a UTF-8 text file"
+                f"offset {offset - kept + exc.start}); expected a UTF-8 text file"
             ) from None
         offset += len(block)
 
