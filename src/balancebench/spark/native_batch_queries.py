@@ -227,8 +227,7 @@ class _BatchQueries(Baseline):
             F.col("event_time_s").alias("o_t"),
         )
         a, o, cond = self.equi(a, o, n_new * n_candidates(self.op, cfg.band_width), n_other)
-        t_new, t_other = F.col("a_t"), F.col("o_t")  # the rule is on (R, S)
-        in_window = cfg.in_window(*((t_new, t_other) if new_side == "R" else (t_other, t_new)))
+        in_window = cfg.in_window_of(F.col("a_t"), F.col("o_t"), new_side)
         if in_window is not None:
             cond = cond & in_window
         r_id, s_id = ("a_id", "o_id") if new_side == "R" else ("o_id", "a_id")

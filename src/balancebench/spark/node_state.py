@@ -476,11 +476,8 @@ class StoredTuples(NodeState):
             & (F.col("p._match") == F.col("s.key"))
             & (F.col("s.tuple_id") < F.col("p.tuple_id"))
         )
-        probe_is_r = F.col("p.side") == "R"  # the rule is on (R, S), not (probe, stored)
-        t_probe, t_stored = F.col("p.event_time_s"), F.col("s.event_time_s")
-        in_window = cfg.in_window(
-            F.when(probe_is_r, t_probe).otherwise(t_stored),
-            F.when(probe_is_r, t_stored).otherwise(t_probe),
+        in_window = cfg.in_window_of(
+            F.col("p.event_time_s"), F.col("s.event_time_s"), F.col("p.side")
         )
         if in_window is not None:
             cond = cond & in_window

@@ -55,6 +55,18 @@ class EngineConfig:
         None: no window)."""
         return self.workload.operator.in_window(t_r, t_s, self.window_s)
 
+    def in_window_of(self, t_a: Column, t_b: Column, a_side: str | Column) -> Column | None:
+        """:meth:`in_window` on tuples ``a`` and ``b`` of opposite sides, ``a`` on side
+        ``a_side`` ("R" or "S", or a column of them): the rule is on (R, S) whichever side
+        probes (an asymmetric rule on (probe, stored) would be wrong half the time)."""
+        if isinstance(a_side, str):
+            t_r, t_s = (t_a, t_b) if a_side == "R" else (t_b, t_a)
+        else:
+            a_is_r = a_side == "R"
+            t_r = F.when(a_is_r, t_a).otherwise(t_b)
+            t_s = F.when(a_is_r, t_b).otherwise(t_a)
+        return self.in_window(t_r, t_s)
+
     def horizon(self, b: int) -> float | None:
         """The oldest event time a join holds after batch ``b`` (``Operator.state_horizon``;
         None: the whole history)."""
