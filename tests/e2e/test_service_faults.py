@@ -1,7 +1,8 @@
 """The local service against its own faults, each as a user meets it: the MLflow tracking
 server killed while a run logs to it, the scheduler killed while a sweep's Spark
-application runs, and PostgreSQL killed under a sweep. What the user sees is in the
-README's "What happens when...".
+application runs and then PostgreSQL killed under the same sweep's rerun, and the disk
+under PostgreSQL's data full. What the user sees is in the README's "What happens
+when...".
 
 Each fault is injected with SIGKILL to the component's process group (the pid files of
 ``infra/service.py``), and the service is brought back with ``infra/service.py start``
@@ -57,12 +58,13 @@ def service(local_state):
     password = (folder / "password").read_text().strip()
     api = Api(f"http://127.0.0.1:{ports['AIRFLOW_PORT']}", password)
     deadline = time.monotonic() + 180
-    while not {"nightly_sweep", "balance_experiment"} <= {
+    while not {"nightly_sweep", "balance_experiment", "generate_dataset"} <= {
         d["dag_id"] for d in api.call("GET", "/api/v2/dags")["dags"]
     }:
         assert time.monotonic() < deadline, "the DAGs were not parsed"
         time.sleep(2)
-    api.call("PATCH", "/api/v2/dags/balance_experiment", {"is_paused": False})
+    for dag_id in ("balance_experiment", "generate_dataset"):
+        api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{ports['MLFLOW_PORT']}")
         patch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
@@ -110,13 +112,17 @@ def _runs(experiment: str):
     return mlflow.MlflowClient().search_runs([found.experiment_id], max_results=5000)
 
 
-def _wait_for_a_running_round(experiment: str, timeout: float = 400) -> None:
-    """Until a round run of the experiment is RUNNING: the application is mid-batch."""
+def _wait_for_a_running_round(experiment: str, since_ms: int = 0, timeout: float = 400) -> None:
+    """Until a round run of the experiment started at or after ``since_ms`` (ms since the
+    epoch) is RUNNING: an application is mid-batch (with ``since_ms``, a rerun's, not the
+    rounds its interrupted predecessor left open)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         mlflow = tracking.store()
         if mlflow.get_experiment_by_name(experiment) is not None and any(
-            r.info.status == "RUNNING" and r.data.tags.get(tracking.ROLE_TAG) == "round"
+            r.info.status == "RUNNING"
+            and r.data.tags.get(tracking.ROLE_TAG) == "round"
+            and r.info.start_time >= since_ms
             for r in _runs(experiment)
         ):
             return
@@ -183,15 +189,24 @@ def test_the_tracking_server_killed_mid_run_fails_the_task_in_one_line(service):
     assert not list((service["local"] / "pending-closes").glob("*.json"))
 
 
-def test_the_scheduler_killed_mid_sweep_is_resumed_and_counts_each_round_once(service):
-    """The scheduler dies while a sweep's Spark application runs: the application stops
-    (by itself when its Airflow process goes, else stopped by its rerun: it must not run
-    on unwatched beside it); after ``make airflow`` the new scheduler runs the task again
-    within a minute or two and the sweep succeeds."""
+def test_the_scheduler_then_postgresql_killed_mid_sweep_are_each_resumed(service):
+    """One sweep, two faults one after the other, each while a Spark application of the
+    sweep runs (one sweep rather than one a fault: an interrupted application and its
+    rerun fewer, minutes of `make test-faults`'s two cores):
+
+    1. the scheduler dies: the application stops (by itself when its Airflow process
+       goes, else stopped by its rerun: it must not run on unwatched beside it); after
+       ``make airflow`` the new scheduler runs the task again within a minute or two;
+    2. while that rerun's application runs, PostgreSQL dies (SIGKILL to its postmaster):
+       the scheduler, DAG processor and triggerer exit on their database errors and the
+       application stops; ``make airflow-status`` shows what is missing and ``make
+       airflow`` starts PostgreSQL again (its crash recovery) and the rest.
+
+    The sweep then runs to success, each round counted once, nothing RUNNING."""
     import psutil
 
     api = service["api"]
-    sweep = _sweep_conf("e2e-fault-scheduler")
+    sweep = _sweep_conf("e2e-fault-scheduler-postgres")
     path = api.trigger("nightly_sweep", sweep)
     _wait_for_a_running_round(sweep["experiment"])
     application = [
@@ -202,14 +217,29 @@ def test_the_scheduler_killed_mid_sweep_is_resumed_and_counts_each_round_once(se
     ]
     assert application
     _kill(service, "scheduler")
+    restarted_ms = int(time.time() * 1000)
     assert "scheduler: started" in _start_again(service)
-    state, tis, _ = api.wait(path, timeout=900)
-    assert state == "success", tis
-    _resumed_sweep_counts_each_round_once(sweep["experiment"], tis)
+    _wait_for_a_running_round(sweep["experiment"], since_ms=restarted_ms, timeout=600)
     # The first application did not run on beside its rerun: it stopped itself when its
     # Airflow process went, or the rerun stopped it (reaper.stop_application).
     _, alive = psutil.wait_procs(application, timeout=5)
     assert not alive, alive
+
+    postmaster = int((service["folder"] / "postgres" / "postmaster.pid").read_text().split()[0])
+    os.kill(postmaster, signal.SIGKILL)
+    deadline = time.monotonic() + 180
+    while True:  # what the user finds: part of the service stopped
+        found = _service_script(service, "status")
+        if "scheduler: stopped" in found.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert found.returncode == 3 and "postgres: stopped" in found.stdout, found.stdout
+    assert "`make airflow` starts what is missing" in found.stdout
+    again = _start_again(service)
+    assert "postgres: started" in again, again
+    state, tis, _ = api.wait(path, timeout=900)
+    assert state == "success", tis
+    _resumed_sweep_counts_each_round_once(sweep["experiment"], tis, interrupted=2)
 
 
 def _sweep_conf(experiment: str) -> dict:
@@ -221,12 +251,15 @@ def _sweep_conf(experiment: str) -> dict:
     }
 
 
-def _resumed_sweep_counts_each_round_once(experiment: str, tis: list[dict]) -> None:
-    """A sweep its scheduler ran again after a fault: the rerun's rounds count, exactly
-    once a cell; the interrupted ones are superseded (KILLED, with the reason); the sweep's
-    and cells' runs were never closed as orphans; nothing is RUNNING."""
+def _resumed_sweep_counts_each_round_once(
+    experiment: str, tis: list[dict], interrupted: int
+) -> None:
+    """A sweep its scheduler ran again after ``interrupted`` faults: the last rerun's
+    rounds count, exactly once a cell; the interrupted ones are superseded (KILLED, with
+    the reason); the sweep's and cells' runs were never closed as orphans; nothing is
+    RUNNING."""
     attempts = {t["task_id"]: t["try_number"] for t in tis}
-    assert attempts["run_application"] == 2, tis  # run again by the new scheduler
+    assert attempts["run_application"] == 1 + interrupted, tis  # run again each time
     runs = _runs(experiment)
     assert not [r for r in runs if r.info.status == "RUNNING"]
     by_role: dict[str, list] = {}
@@ -245,33 +278,6 @@ def _resumed_sweep_counts_each_round_once(experiment: str, tis: list[dict]) -> N
                 run.data.tags["balancebench.round"]
             )
     assert sorted(map(sorted, per_cell.values())) == [[str(r) for r in range(ROUNDS)]] * 2
-
-
-def test_postgresql_killed_mid_sweep_is_brought_back_by_make_airflow(service):
-    """PostgreSQL dies (SIGKILL to its postmaster) while a sweep's application runs: the
-    scheduler, DAG processor and triggerer exit on their database errors and the
-    application stops; ``make airflow`` starts PostgreSQL again (its crash recovery) and
-    what is missing, and the sweep is run again to a true end with each round counted
-    once. Nothing is RUNNING afterwards."""
-    api = service["api"]
-    sweep = _sweep_conf("e2e-fault-postgres")
-    path = api.trigger("nightly_sweep", sweep)
-    _wait_for_a_running_round(sweep["experiment"])
-    postmaster = int((service["folder"] / "postgres" / "postmaster.pid").read_text().split()[0])
-    os.kill(postmaster, signal.SIGKILL)
-    deadline = time.monotonic() + 180
-    while True:  # what the user finds: part of the service stopped
-        found = _service_script(service, "status")
-        if "scheduler: stopped" in found.stdout or time.monotonic() > deadline:
-            break
-        time.sleep(3)
-    assert found.returncode == 3 and "postgres: stopped" in found.stdout, found.stdout
-    assert "`make airflow` starts what is missing" in found.stdout
-    again = _start_again(service)
-    assert "postgres: started" in again, again
-    state, tis, _ = api.wait(path, timeout=900)
-    assert state == "success", tis
-    _resumed_sweep_counts_each_round_once(sweep["experiment"], tis)
 
 
 def _every_run() -> dict[str, str]:
@@ -346,16 +352,24 @@ def test_postgresql_on_a_full_disk_is_named_and_loses_nothing(service):
         assert refused.returncode == 1
         assert f"the disk under PostgreSQL's data ({pg}) has " in refused.stderr
         assert "MiB free" in refused.stderr and "free space and re-run" in refused.stderr
-        # A run tried on the full disk: whatever it managed, it ends once space returns.
-        small = {**TINY, "strategies": ["hash"], "min_rounds": 1, "max_rounds": 1}
-        tried = api.trigger("balance_experiment", {**small, "experiment": "e2e-fault-disk"})
-        time.sleep(60)
+        # A DAG run tried on the full disk: whatever it managed, it ends once space
+        # returns. A dataset's run (Airflow's and MLflow's tables written as a strategy
+        # run's are, no Spark application: its CPU is `make test-faults`'s bound), on the
+        # full disk for a minute or until it has ended.
+        dataset = {k: TINY[k] for k in ("n_tuples", "n_keys", "input_rate_tuples_per_s")}
+        tried = api.trigger("generate_dataset", {**dataset, "experiment": "e2e-fault-disk"})
+        on_full_disk = time.monotonic() + 60
+        while api.call("GET", tried)["state"] not in ("success", "failed"):
+            if time.monotonic() > on_full_disk:
+                break
+            time.sleep(3)
         ballast.unlink()  # space returns
         _start_again(service)
         rows_after = _all_rows_readable(service)
         assert all(rows_after[t] >= n for t, n in rows_before.items())
         assert {k: v for k, v in _every_run().items() if k in before} == before
         assert api.wait(tried, timeout=900)[0] in ("success", "failed")
+        small = {**TINY, "strategies": ["hash"], "min_rounds": 1, "max_rounds": 1}
         state, tis = api.run_dag("balance_experiment", {**small, "experiment": "e2e-fault-disk"})
         assert state == "success", tis
         assert not [r for r in _runs("e2e-fault-disk") if r.info.status == "RUNNING"]
