@@ -18,12 +18,19 @@ Python process (it sets ``PYTEST_XDIST_WORKER`` after it starts, and ``/proc`` s
 environment a process started with), and a process whose environment was overwritten by
 its process title (Airflow's ``setproctitle``, PostgreSQL) before a sample saw it and
 whose parent was not seen with a worker either (a child takes its parent's worker).
+
+It also prints what a core-second bought: the CPU time of a fixed piece of work (a
+pure-Python loop, ``PROBE_STEPS`` steps) on the idle machine before the command (median of
+five) and every ``--probe-every`` seconds while it runs. The same tests cost more CPU on a
+host that is slower at the time (a busier shared cache, a noisy neighbour on the host):
+this says how much, so that two runs' totals can be compared.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -111,6 +118,33 @@ def _machine_ticks() -> int:
     return sum(int(f) for i, f in enumerate(fields) if i in (0, 1, 2, 5, 6))
 
 
+#: The speed probe's fixed work: a pure-Python loop of this many steps (about 0.1 s).
+PROBE_STEPS = 2_000_000
+
+
+def probe_cpu_s() -> float:
+    """The CPU seconds this thread spends on the probe's fixed work."""
+    started = time.thread_time()
+    total = 0
+    for step in range(PROBE_STEPS):
+        total += step
+    return time.thread_time() - started
+
+
+class SpeedProbe(threading.Thread):
+    """The probe's CPU time every ``every`` seconds, until ``stop`` is set."""
+
+    def __init__(self, every: float) -> None:
+        super().__init__(daemon=True)
+        self.every = every
+        self.stop = threading.Event()
+        self.probes: list[float] = []
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.probes.append(probe_cpu_s())
+
+
 class Sampler(threading.Thread):
     def __init__(self, every: float) -> None:
         super().__init__(daemon=True)
@@ -162,19 +196,29 @@ def main() -> int:
     parser.add_argument(
         "--every", type=positive_float, default=1.0, help="seconds between samples (> 0)"
     )
+    parser.add_argument(
+        "--probe-every",
+        type=positive_float,
+        default=30.0,
+        help="seconds between two speed probes while the command runs (> 0)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("command: give the command to run after --")
-    sampler = Sampler(args.every)
+    idle_probe = statistics.median(probe_cpu_s() for _ in range(5))
+    sampler, speed = Sampler(args.every), SpeedProbe(args.probe_every)
     machine_before, started = _machine_ticks(), time.monotonic()
     sampler.start()
+    speed.start()
     try:
         exit_code = subprocess.run(command).returncode
     finally:
         sampler.stop.set()
+        speed.stop.set()
         sampler.join()
+        speed.join()
     sampler.sample()
     if exit_code < 0:  # ended by a signal: the shell's convention
         exit_code = 128 - exit_code
@@ -196,6 +240,17 @@ def main() -> int:
     seen = sum(per_worker.values())
     print(f"  {'machine':<12} {machine:8.0f} (from /proc/stat; not seen: {machine - seen:.0f})")
     print(f"  machine busy: {machine / wall / os.cpu_count():.0%} of {os.cpu_count()} cores")
+    print(
+        f"CPU of a fixed piece of work ({PROBE_STEPS:,}-step Python loop): {idle_probe:.3f} s "
+        "on the idle machine before the command (median of 5)"
+    )
+    if speed.probes:
+        during = statistics.median(speed.probes)
+        print(
+            f"  while it ran: median {during:.3f} s (min {min(speed.probes):.3f}, max "
+            f"{max(speed.probes):.3f}, {len(speed.probes)} probes), "
+            f"{during / idle_probe - 1:+.0%} against before"
+        )
     return exit_code
 
 
