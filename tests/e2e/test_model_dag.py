@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pandas as pd
 import pytest
 
 from balancebench import tracking
-from balancebench.paths import results_dir
+from balancebench.paths import local_dir, results_dir
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +53,30 @@ def test_model_dag_logs_one_child_per_strategy_and_point(airflow_cli):
     for _, rows in summary.groupby("strategy"):
         by_volume = rows.set_index("total_mb")["completion_time_s"]
         assert by_volume[300] > by_volume[150]
+    # And the application's environment shows the heap its JVM was started with
+    # (spark-submit's command line: the model sweep's 2g when the variable is unset),
+    # not the registry's default for a JVM a session starts itself (4g).
+    environment = _environment("balancebench-model-backpressure")
+    started = re.search(
+        r"--conf spark\.driver\.memory=(\S+)", environment["System Properties"]["sun.java.command"]
+    )
+    assert started and started.group(1) == os.environ.get("BALANCEBENCH_DRIVER_MEMORY", "2g")
+    assert environment["Spark Properties"]["spark.driver.memory"] == started.group(1)
+
+
+def _environment(app_name: str) -> dict:
+    """The environment event of the newest Spark application of that name (its event
+    log's ``SparkListenerEnvironmentUpdate``)."""
+    logs = sorted((local_dir() / "spark-events").iterdir(), key=lambda p: p.stat().st_mtime)
+    for log in reversed(logs):
+        with log.open(encoding="utf-8") as events:
+            for line in events:
+                event = json.loads(line)
+                if event["Event"] == "SparkListenerEnvironmentUpdate":
+                    if event["Spark Properties"].get("spark.app.name") == app_name:
+                        return event
+                    break
+    raise AssertionError(f"no event log of {app_name}")
 
 
 def test_model_dag_rejects_a_foreign_strategy_before_any_work(airflow_cli):

@@ -62,9 +62,12 @@ def get_session(app_name: str, master: str | None = None, conf: dict | None = No
     events.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
     # The driver is the executor in local mode; 1g (Spark's default) caches millions of
-    # routed rows under GC churn. Honoured when this process starts the JVM; spark-submit
-    # gets --driver-memory from the DAG instead.
-    builder = builder.config("spark.driver.memory", setting("BALANCEBENCH_DRIVER_MEMORY"))
+    # routed rows under GC churn. Only when this process starts the JVM: under
+    # spark-submit (its JVM already up, its gateway's port in PYSPARK_GATEWAY_PORT) the
+    # heap is the DAG's --driver-memory, and another value written here would only show
+    # in the application's environment (its event log, its UI) as a heap it does not have.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.config("spark.driver.memory", setting("BALANCEBENCH_DRIVER_MEMORY"))
     builder = builder.config("spark.eventLog.enabled", "true")
     builder = builder.config("spark.eventLog.dir", events.as_uri())
     if master:
