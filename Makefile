@@ -64,8 +64,9 @@ test: setup browser
 # 2026-11-29 it took 24 minutes with the standalone-cluster file as a fifth (now in
 # `make test`, which had the room) and the service faults on 120,000 tuples a run.
 # Their Spark JVMs JIT-compile with C1 only: the runs are tiny and short, and C2's
-# compiling was half of a run's JVM CPU (a 40,000-tuple run's JVM: 67-69 core-seconds by
-# default, 35-38 with C1 only, twice each way on 2026-11-29). These tests check behaviour,
+# compiling was half of a run's JVM CPU (a 40,000-tuple run's JVM on 2026-11-29: 67 and 69
+# core-seconds by default, 36 with C1 only, 35 and 38 with the serial collector added;
+# benchmarks/cpu_by_worker.py around balancebench run). These tests check behaviour,
 # never a timing; `make run`, the benchmarks and `make test` keep the JVM's default.
 TEST_FAULTS_JVM_OPTIONS = -XX:TieredStopAtLevel=1
 test-faults: setup browser
