@@ -15,6 +15,7 @@ from pathlib import Path
 from balancebench.environment import SETTINGS, parse_spark_master, setting
 from balancebench.paths import local_dir, source_root
 from balancebench.schema import quoted
+from balancebench.spark import class_archive
 from balancebench.tracking import tracking_uri
 
 
@@ -70,6 +71,12 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     venv_bin = str(Path(sys.executable).parent)
     master = spark_master or setting("BALANCEBENCH_SPARK_MASTER")
+    spark_conf = class_archive.conf_dir()
+    spark_conf.mkdir(parents=True, exist_ok=True)
+    # The user's options follow ours (the JVM takes a flag's last value); a process this
+    # environment started, building its own, does not add ours twice.
+    ours, theirs = class_archive.driver_java_options(), os.environ.get("SPARK_SUBMIT_OPTS", "")
+    submit_opts = theirs if theirs.startswith(ours) else f"{ours} {theirs}".strip()
     env = {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
@@ -99,7 +106,10 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
         },
         "BALANCEBENCH_LOCAL": str(local_dir()),
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_CONF_DIR": str(root / "infra" / "spark-conf"),
+        # An empty folder, and log4j's file and the JVM's class archive as options: an
+        # archive cannot record a class path with a non-empty folder (class_archive).
+        "SPARK_CONF_DIR": str(spark_conf),
+        "SPARK_SUBMIT_OPTS": submit_opts,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         # spark-submit must be on PATH for SparkSubmitOperator (it takes a name only).

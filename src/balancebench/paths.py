@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import os
 import shutil
 from collections.abc import Iterator
@@ -37,6 +38,14 @@ def source_root() -> Path:
         if (parent / "pyproject.toml").exists():
             return parent
     raise RuntimeError("balancebench is not running from a checkout (no pyproject.toml found)")
+
+
+def pyspark_jars() -> Path:
+    """PySpark's jars (Spark's class path), found without importing PySpark."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed: run make setup")
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
 def local_dir() -> Path:

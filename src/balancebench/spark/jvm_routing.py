@@ -22,7 +22,6 @@ more than the decision itself. ``jvm/PerSenderRouting.java`` repeats the decisio
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.paths import project_root
+from balancebench.paths import project_root, pyspark_jars
 
 SOURCE = Path(__file__).with_name("jvm") / "PerSenderRouting.java"
 CLASS_NAME = "balancebench.jvm.PerSenderRouting"
@@ -74,13 +73,6 @@ def spark_conf() -> dict[str, str]:
     return {} if jar_problem() else {"spark.jars": str(jar_path())}
 
 
-def _pyspark_jars() -> Path:
-    spec = importlib.util.find_spec("pyspark")  # found, not imported (no JVM, no cost)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyspark is not installed: run make setup")
-    return Path(next(iter(spec.submodule_search_locations))) / "jars"
-
-
 def build(javac: str | None = None) -> str:
     """Compile the router into :func:`jar_path` unless it is up to date; what happened.
     Without ``javac`` the stale jar, if any, is removed (the Python path runs)."""
@@ -98,7 +90,7 @@ def build(javac: str | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="balancebench-jvm-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
-        classpath = str(_pyspark_jars() / "*")  # a javac wildcard, not a shell's
+        classpath = str(pyspark_jars() / "*")  # a javac wildcard, not a shell's
         subprocess.run(
             [
                 javac,
