@@ -202,8 +202,9 @@ def test_a_store_that_turns_read_only_mid_run_is_left_intact_and_true(local_stat
     assert check.stdout.strip() == "ok", check.stdout + check.stderr
 
 
-# Two strategies, six batches of 50,000 tuples: a run to kill in the middle of.
-LONGER = {"n_tuples": 300_000, "strategies": ["hash", "qmmp"], "min_rounds": 2, "max_rounds": 2}
+# Two strategies in two rounds of TINY's six batches: a run to kill in the middle of (23
+# batches are left when the first one's progress line shows; the kill follows at once).
+LONGER = {"strategies": ["hash", "qmmp"], "min_rounds": 2, "max_rounds": 2}
 
 
 def _spark_jvm_of(pid: int) -> int:
@@ -257,7 +258,7 @@ def test_the_dataset_folder_removed_mid_run_changes_nothing_of_the_run(local_sta
     from balancebench.paths import datasets_dir
 
     # Two strategies of one round on TINY's cached dataset: the second strategy's whole
-    # round runs after the folder is gone (no need for LONGER's 24 batches of 50,000).
+    # round runs after the folder is gone.
     two = {"strategies": ["hash", "qmmp"], "min_rounds": 1, "max_rounds": 1}
     proc = _start_and_wait_for_progress("e2e-dataset-removed", "batch 1 of 6", **two)
     folders = [f for f in datasets_dir().glob("*/*") if f.is_dir() and "tmp" not in f.name]
