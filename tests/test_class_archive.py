@@ -55,8 +55,10 @@ def test_an_up_to_date_archive_is_not_rebuilt_and_a_stale_one_is_removed(checkou
     assert "up to date" in class_archive.build()
     stale = archive.with_name(f"{class_archive.PREFIX}0123456789abcdef.jsa")
     stale.write_bytes(b"old")
+    half = archive.with_name(archive.name + ".tmp-99999999")  # a stopped build's
+    half.write_bytes(b"half")
     archive.unlink()
-    # A build whose application fails: no archive, the stale one gone, and the reason.
+    # A build whose application fails: no archive, the stale ones gone, and the reason.
     monkeypatch.setattr(
         class_archive.subprocess,
         "run",

@@ -90,9 +90,13 @@ def archive_path() -> Path | None:
     return None if key is None else jvm_dir() / f"{PREFIX}{key}.jsa"
 
 
+def log4j_option() -> str:
+    return f"-Dlog4j2.configurationFile={project_root() / LOG4J_FILE}"
+
+
 def driver_java_options() -> str:
     """The spark-submit JVMs' options: log4j's file and, when built, the archive."""
-    options = [f"-Dlog4j2.configurationFile={project_root() / LOG4J_FILE}"]
+    options = [log4j_option()]
     archive = archive_path()
     if archive is not None and archive.exists() and conf_dir().is_dir():
         options.append(f"-XX:SharedArchiveFile={archive}")
@@ -108,31 +112,15 @@ def build() -> str:
     if archive.exists():
         return f"class archive: {archive} is up to date"
     conf_dir().mkdir(parents=True, exist_ok=True)
-    for stale in jvm_dir().glob(f"{PREFIX}*.jsa"):
-        stale.unlink()
+    # Another key's archive, and what a stopped build left half written.
+    for stale in [*jvm_dir().glob(f"{PREFIX}*.jsa"), *jvm_dir().glob(f"{PREFIX}*.jsa.tmp-*")]:
+        stale.unlink(missing_ok=True)
     partial = archive.with_name(archive.name + f".tmp-{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="balancebench-class-archive-") as local:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
-            # The exercise's dataset and MLflow store, removed with the folder.
-            "BALANCEBENCH_LOCAL": local,
-            "SPARK_CONF_DIR": str(conf_dir()),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_SUBMIT_OPTS": (
-                f"-Dlog4j2.configurationFile={project_root() / LOG4J_FILE} "
-                f"-XX:ArchiveClassesAtExit={partial}"
-            ),
-        }
+        options = f"{log4j_option()} -XX:ArchiveClassesAtExit={partial}"
         done = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "spark-submit"),
-                "--master",
-                "local[2]",
-                str(project_root() / EXERCISE_APP),
-            ],
-            env=env,
+            exercise_command(),
+            env=exercise_env(local, options),
             capture_output=True,
             text=True,
             cwd=project_root(),
@@ -145,43 +133,65 @@ def build() -> str:
     return f"class archive: built {archive} ({archive.stat().st_size / 2**20:.0f} MiB)"
 
 
-#: The workload and strategies the exercise runs: the TOPK path every quick run takes,
-#: a planner that migrates state, and per-sender routing.
-EXERCISED = {"topk": ("hash", "qmmp", "pkg")}
+#: The strategies the exercise runs by default: the TOPK path every quick run takes, a
+#: planner that migrates state, and per-sender routing.
+EXERCISED = ("hash", "qmmp", "pkg")
 
 
-def exercise() -> None:
-    """One round of each of :data:`EXERCISED` on a small generated dataset, through the
+def exercise_command(strategies: tuple[str, ...] = ()) -> list[str]:
+    """``spark-submit`` of the exercise (:data:`EXERCISED`, or ``strategies``)."""
+    chosen = ["--strategies", *strategies] if strategies else []
+    app = str(project_root() / EXERCISE_APP)
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    return [spark_submit, "--master", "local[2]", app, *chosen]
+
+
+def exercise_env(local: str, java_options: str) -> dict[str, str]:
+    """The exercise's environment: a ``BALANCEBENCH_LOCAL`` of its own (its dataset and
+    MLflow store; nothing of the user's), the drivers' ``SPARK_CONF_DIR`` and
+    ``java_options`` as the JVM's options."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+        "BALANCEBENCH_LOCAL": local,
+        "SPARK_CONF_DIR": str(conf_dir()),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_SUBMIT_OPTS": java_options,
+    }
+
+
+def exercise(strategies: tuple[str, ...] = EXERCISED) -> None:
+    """One round of each of ``strategies`` on 20,000 generated TOPK tuples, through the
     path every run takes (:func:`balancebench.experiment.run_groups`: the session, the
     loaded stream, the measured batches, the oracle, the task metrics read from Spark's
-    REST API, the MLflow runs), in the ``BALANCEBENCH_LOCAL`` :func:`build` gives it."""
+    REST API, the MLflow runs), in the ``BALANCEBENCH_LOCAL`` of :func:`exercise_env`."""
     from balancebench.experiment import GroupSpec, RunSpec, run_groups
     from balancebench.experiment_params import ExperimentSpec
     from balancebench.generators import generate, generator_params
     from balancebench.paths import datasets_dir, local_dir
     from balancebench.rounds import RoundPolicy
 
-    for workload, names in EXERCISED.items():
-        params = ExperimentSpec.checked(
-            {
-                "workload": workload,
-                "strategies": list(names),
-                "n_tuples": 20_000,
-                "n_keys": 200,
-                "n_batches": 2,
-                "n_nodes": 4,
-                "input_rate_tuples_per_s": 10_000.0,
-                "warmup_batches": 0,
-                "experiment": "class-archive",
-            }
-        )
-        dataset = params["dataset"]
-        folder, _ = generate(dataset, datasets_dir(), generator_params(dataset, params))
-        cells = tuple(RunSpec(str(folder), name, params) for name in names)
-        group = GroupSpec(workload, cells, RoundPolicy(1, 1), str(local_dir() / workload))
-        for record in run_groups([group]):
-            if record["summary"]["oracle_passed"] != 1.0:
-                raise RuntimeError(f"the exercise's {record['strategy']} run failed the oracle")
+    params = ExperimentSpec.checked(
+        {
+            "workload": "topk",
+            "strategies": list(strategies),
+            "n_tuples": 20_000,
+            "n_keys": 200,
+            "n_batches": 2,
+            "n_nodes": 4,
+            "input_rate_tuples_per_s": 10_000.0,
+            "warmup_batches": 0,
+            "experiment": "class-archive",
+        }
+    )
+    dataset = params["dataset"]
+    folder, _ = generate(dataset, datasets_dir(), generator_params(dataset, params))
+    cells = tuple(RunSpec(str(folder), name, params) for name in strategies)
+    group = GroupSpec("exercise", cells, RoundPolicy(1, 1), str(local_dir() / "exercise"))
+    for record in run_groups([group]):
+        if record["summary"]["oracle_passed"] != 1.0:
+            raise RuntimeError(f"the exercise's {record['strategy']} run failed the oracle")
 
 
 if __name__ == "__main__":
