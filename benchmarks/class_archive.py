@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from balancebench.paths import project_root
+from balancebench.paths import source_root
 from balancebench.spark import class_archive
 from balancebench.stats import LOWER, verdict
 
@@ -45,7 +45,7 @@ def run_once(with_archive: bool, strategies: tuple[str, ...], local: str) -> tup
         env=class_archive.exercise_env(local, " ".join(options)),
         check=True,
         capture_output=True,
-        cwd=project_root(),
+        cwd=source_root(),
     )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -101,3 +101,14 @@ def test_a_spark_submit_jvm_maps_its_classes_from_the_archive(tmp_path):
     shared = [line for line in lines if "source: shared objects file (top)" in line]
     assert any("org.apache.spark.deploy.SparkSubmit " in line for line in shared), lines[-20:]
     assert "Unable to use shared archive" not in done.stdout + done.stderr
+
+
+def test_the_code_it_names_comes_from_the_checkout_wherever_the_state_lives(tmp_path, monkeypatch):
+    """``BALANCEBENCH_HOME`` moves the project's state (``.local``), not its code: log4j's
+    file and the exercise are the checkout's."""
+    monkeypatch.setenv("BALANCEBENCH_HOME", str(tmp_path))
+    log4j = class_archive.log4j_option().removeprefix("-Dlog4j2.configurationFile=")
+    assert Path(log4j).is_file(), log4j
+    app = Path(class_archive.exercise_command()[3])
+    assert app.is_file() and app.name == "exercise_classes.py", app
+    assert class_archive.jvm_dir() == tmp_path / ".local" / "jvm"  # the state moved

@@ -71,8 +71,6 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     venv_bin = str(Path(sys.executable).parent)
     master = spark_master or setting("BALANCEBENCH_SPARK_MASTER")
-    spark_conf = class_archive.conf_dir()
-    spark_conf.mkdir(parents=True, exist_ok=True)
     # The user's options follow ours (the JVM takes a flag's last value); a process this
     # environment started, building its own, does not add ours twice.
     ours, theirs = class_archive.driver_java_options(), os.environ.get("SPARK_SUBMIT_OPTS", "")
@@ -105,13 +103,9 @@ def airflow_env(spark_master: str | None = None) -> dict[str, str]:
             )
         },
         "BALANCEBENCH_LOCAL": str(local_dir()),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        # An empty folder, and log4j's file and the JVM's class archive as options: an
-        # archive cannot record a class path with a non-empty folder (class_archive).
-        "SPARK_CONF_DIR": str(spark_conf),
-        "SPARK_SUBMIT_OPTS": submit_opts,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # An empty SPARK_CONF_DIR, and log4j's file and the JVM's class archive as
+        # options: an archive cannot record a class path with a non-empty folder.
+        **class_archive.spark_submit_env(submit_opts),
         # spark-submit must be on PATH for SparkSubmitOperator (it takes a name only).
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
     }

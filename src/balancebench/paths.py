@@ -32,7 +32,7 @@ def project_root() -> Path:
 
 def source_root() -> Path:
     """The checkout the code itself lives in: its ``expectations/``, the DAG and plugin
-    folders and ``infra/spark-conf`` (``local_env.airflow_env``), its git commit."""
+    folders, ``infra/spark-conf``'s log4j file (``spark.class_archive``), its git commit."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").exists():

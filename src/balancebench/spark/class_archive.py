@@ -40,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from balancebench.paths import project_root, pyspark_jars
+from balancebench.paths import project_root, pyspark_jars, source_root
 
 #: Where the drivers' log4j configuration lives (the cluster's daemons read it there too).
 LOG4J_FILE = Path("infra") / "spark-conf" / "log4j2.properties"
@@ -91,7 +91,7 @@ def archive_path() -> Path | None:
 
 
 def log4j_option() -> str:
-    return f"-Dlog4j2.configurationFile={project_root() / LOG4J_FILE}"
+    return f"-Dlog4j2.configurationFile={source_root() / LOG4J_FILE}"
 
 
 def driver_java_options() -> str:
@@ -111,7 +111,6 @@ def build() -> str:
         return "class archive: no java found; Spark JVMs start without one"
     if archive.exists():
         return f"class archive: {archive} is up to date"
-    conf_dir().mkdir(parents=True, exist_ok=True)
     # Another key's archive, and what a stopped build left half written.
     for stale in [*jvm_dir().glob(f"{PREFIX}*.jsa"), *jvm_dir().glob(f"{PREFIX}*.jsa.tmp-*")]:
         stale.unlink(missing_ok=True)
@@ -123,7 +122,7 @@ def build() -> str:
             env=exercise_env(local, options),
             capture_output=True,
             text=True,
-            cwd=project_root(),
+            cwd=source_root(),
         )
     if done.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
@@ -141,23 +140,33 @@ EXERCISED = ("hash", "qmmp", "pkg")
 def exercise_command(strategies: tuple[str, ...] = ()) -> list[str]:
     """``spark-submit`` of the exercise (:data:`EXERCISED`, or ``strategies``)."""
     chosen = ["--strategies", *strategies] if strategies else []
-    app = str(project_root() / EXERCISE_APP)
+    app = str(source_root() / EXERCISE_APP)
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     return [spark_submit, "--master", "local[2]", app, *chosen]
 
 
+def spark_submit_env(java_options: str) -> dict[str, str]:
+    """What a spark-submit JVM started here needs in its environment (``local_env``'s
+    for runs, :func:`exercise_env`'s for the exercise): loopback, this interpreter for the
+    Python driver and workers, the drivers' empty ``SPARK_CONF_DIR`` and
+    ``java_options`` as the JVM's options."""
+    conf_dir().mkdir(parents=True, exist_ok=True)
+    return {
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": str(conf_dir()),
+        "SPARK_SUBMIT_OPTS": java_options,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+
+
 def exercise_env(local: str, java_options: str) -> dict[str, str]:
     """The exercise's environment: a ``BALANCEBENCH_LOCAL`` of its own (its dataset and
-    MLflow store; nothing of the user's), the drivers' ``SPARK_CONF_DIR`` and
-    ``java_options`` as the JVM's options."""
+    MLflow store; nothing of the user's) and :func:`spark_submit_env`."""
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
         "BALANCEBENCH_LOCAL": local,
-        "SPARK_CONF_DIR": str(conf_dir()),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_SUBMIT_OPTS": java_options,
+        **spark_submit_env(java_options),
     }
 
 
