@@ -222,11 +222,11 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         v = stats_verdict(base, runs[name], LOWER)
         ratio = v.ratio
         assert ratio is not None
-        target = "met" if ratio.hi <= 1.10 else "MISSED" if ratio.lo > 1.10 else "undecided"
+        target = "met" if ratio.hi <= 1.05 else "MISSED" if ratio.lo > 1.05 else "undecided"
         print(
             f"  {name:>14} {len(table):>8} {med(runs[name]) * 1e9:>9.0f}  {v.text()}; "
             f"ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}], "
-            f"target <= 1.10x: {target}"
+            f"target <= 1.05x: {target}"
         )
 
 

@@ -34,7 +34,7 @@ def test_a_jar_is_used_only_when_built_from_this_source(jar_in):
     assert jvm_routing.spark_conf() == {}
     # A jar built from another source
     _jar(jar_in, "0" * 64)
-    assert "built from another PerSenderRouting.java" in jvm_routing.jar_problem()
+    assert "built from other sources" in jvm_routing.jar_problem()
     assert jvm_routing.spark_conf() == {}
     # A file that is not a jar
     jar_in.write_bytes(b"not a zip")
@@ -89,3 +89,15 @@ def test_a_sketch_too_large_for_the_jvm_router_routes_in_python():
     path, why = jvm_routing.path_for(None, wide, 4)  # decided before any session is asked
     assert path == "python" and "capacity or sketch_chunk above" in why
     assert jvm_routing.path_tag(None, wide, 4).startswith("python: capacity")
+
+
+def test_without_the_jar_table_routing_says_it_runs_in_spark_sql(jar_in, monkeypatch):
+    # Given no jar (no JDK compiler at make setup) and a session that was never asked
+    class Session:
+        class sparkContext:  # noqa: N801 - the attribute's name in PySpark
+            applicationId = "app-without-jar"
+
+    monkeypatch.setattr(jvm_routing, "_checked", {})
+    # Then the table-routed runs' tag names the SQL path and why
+    tag = jvm_routing.table_path_tag(Session())
+    assert tag.startswith("sql: no ") and "make setup compiles it" in tag

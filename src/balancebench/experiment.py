@@ -874,10 +874,14 @@ def _measure(
         **reaper.owner_tags(),
         **reaper.application_tag(),
     }
-    if strategy.per_tuple:  # which path routed the senders' tuples, and why not the JVM
+    if strategy.kind == "key_level" and (strategy.per_tuple or strategy.plans):
+        # Which path routed the tuples (the JVM router, or why not)
         from balancebench.spark import jvm_routing
 
-        tags[jvm_routing.PATH_TAG] = jvm_routing.path_tag(spark, strategy, params.n_nodes)
+        if strategy.per_tuple:
+            tags[jvm_routing.PATH_TAG] = jvm_routing.path_tag(spark, strategy, params.n_nodes)
+        else:
+            tags[jvm_routing.TABLE_PATH_TAG] = jvm_routing.table_path_tag(spark)
     with (
         mlflow.start_run(
             experiment_id=experiment_id,

@@ -113,23 +113,24 @@ def test_a_run_gives_the_same_results_alone_and_inside_a_shared_application(loca
     assert "shared-1.2: rounds stopped: max_rounds (2) reached" in log
 
 
-def test_per_sender_strategies_route_in_the_jvm_under_spark_submit(local_state, tmp_path):
+def test_per_sender_and_table_strategies_route_in_the_jvm_under_spark_submit(local_state, tmp_path):
     """``spark-submit`` starts the JVM before the session's settings apply: the jar gets
-    there by ``ADD JAR`` (``jvm_routing.routing_path``), and the runs say so."""
+    there by ``ADD JAR`` (``jvm_routing.routing_path``), and the runs say so: the
+    per-sender routers' and a planner's routing table alike."""
     from balancebench import tracking
     from balancebench.spark import jvm_routing
 
     if jvm_routing.jar_problem() is not None:
         pytest.skip(f"no JVM router here: {jvm_routing.jar_problem()}")
     params = ExperimentSpec.checked(
-        {**TINY, "strategies": ["pkg", "wchoices"], "experiment": "e2e-jvm-routing"}
+        {**TINY, "strategies": ["pkg", "wchoices", "qmmp"], "experiment": "e2e-jvm-routing"}
     )
     folder = generate(
         params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
     )[0]
     cells = tuple(
         RunSpec(dataset_dir=str(folder), strategy=name, params=params)
-        for name in ("pkg", "wchoices")
+        for name in ("pkg", "wchoices", "qmmp")
     )
     group = GroupSpec("jvm", cells, RoundPolicy(1, 1), str(tmp_path / "jvm"))
     _submit(GroupSpec.write((group,), tmp_path / "jvm.json"))
@@ -143,3 +144,9 @@ def test_per_sender_strategies_route_in_the_jvm_under_spark_submit(local_state, 
         # ... and no Python worker routed (its CPU would be counted here)
         python_s = client.get_metric_history(record["run_id"], "batch/route_python_s")
         assert python_s and all(m.value == 0.0 for m in python_s)
+        assert jvm_routing.TABLE_PATH_TAG not in run.data.tags
+    record = json.loads((tmp_path / "jvm" / "qmmp-round1.json").read_text())
+    run = client.get_run(record["run_id"])
+    assert run.data.metrics["oracle_passed"] == 1.0
+    assert run.data.tags[jvm_routing.TABLE_PATH_TAG] == "jvm"
+    assert jvm_routing.PATH_TAG not in run.data.tags

@@ -1,6 +1,7 @@
 """Table routing in Spark decides exactly as it did with the broadcast join it replaced
-(issue 44): the planners' own tables on fixed seeds, the digests recorded on the join
-(main at fe8fa21), plus every decision equal to the numpy router."""
+(issue 44), on both of its paths (the JVM router, issue 59, and Spark SQL): the planners'
+own tables on fixed seeds, the digests recorded on the join (main at fe8fa21), plus every
+decision equal to the numpy router."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from balancebench.loads import KeyLoads
 from balancebench.routing_table import RoutingTable
 from balancebench.spark.placement import with_storage_node
 from balancebench.strategies import get_strategy
+from tests.spark.jvm_router import jvm_router_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +52,11 @@ def _synthetic(keys: np.ndarray, n_nodes: int, seed: int) -> RoutingTable:
     return RoutingTable.from_parts(part_key, part_node, part_load, n_nodes)
 
 
+@pytest.mark.parametrize("path", ["jvm", "sql"])
 @pytest.mark.parametrize(("name", "s", "n_keys", "n_nodes", "seed", "digest"), GOLDEN)
-def test_table_routing_decides_as_recorded(spark, name, s, n_keys, n_nodes, seed, digest):
+def test_table_routing_decides_as_recorded(spark, name, s, n_keys, n_nodes, seed, digest, path):
+    if path == "jvm":
+        jvm_router_or_skip(spark)
     loads = _loads(n_keys, n_nodes, s, seed)
     if name == "synthetic":
         table = _synthetic(loads.key, n_nodes, seed)
@@ -66,7 +71,7 @@ def test_table_routing_decides_as_recorded(spark, name, s, n_keys, n_nodes, seed
     ids = rng.permutation(n).astype(np.int64) * 31 + seed
     df = pd.DataFrame({"tuple_id": ids, "key": keys, "pos": np.arange(n)})
     routed = (
-        with_storage_node(spark, spark.createDataFrame(df), table)
+        with_storage_node(spark, spark.createDataFrame(df), table, jvm=path == "jvm")
         .select("pos", "node")
         .toPandas()
         .sort_values("pos")["node"]

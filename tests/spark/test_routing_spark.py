@@ -1,4 +1,5 @@
-"""The Spark SQL router and the numpy router agree tuple for tuple."""
+"""The Spark routers (the JVM router and Spark SQL) and the numpy router agree tuple for
+tuple."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from balancebench.spark.placement import (
     partition_by_node,
     with_storage_node,
 )
+from tests.spark.jvm_router import jvm_router_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +39,10 @@ def test_hashes_equal_spark_sql(spark):
     assert np.array_equal(out["u"].to_numpy(), fraction_units(v))
 
 
-def test_spark_routing_equals_numpy_routing(spark):
+@pytest.mark.parametrize("path", ["jvm", "sql"])
+def test_spark_routing_equals_numpy_routing(spark, path):
+    if path == "jvm":
+        jvm_router_or_skip(spark)
     rng = np.random.default_rng(2)
     n_nodes = 6
     # A routing table with whole moves, 2- and 3-way splits.
@@ -51,25 +56,42 @@ def test_spark_routing_equals_numpy_routing(spark):
     keys = rng.integers(0, 60, n)
     ids = np.arange(n, dtype=np.int64)
     df = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": keys}))
-    routed = with_storage_node(spark, df, table).select("tuple_id", "node").toPandas()
-    routed = routed.sort_values("tuple_id")
+    routed = with_storage_node(spark, df, table, jvm=path == "jvm")
+    routed = routed.select("tuple_id", "node").toPandas().sort_values("tuple_id")
     assert np.array_equal(routed["node"].to_numpy(), table.storage_nodes(keys, ids))
 
 
-def test_routing_by_a_large_table_runs_no_join_and_keeps_the_table_out_of_the_plan(spark):
+@pytest.mark.parametrize("path", ["jvm", "sql"])
+def test_routing_by_a_large_table_runs_no_join_and_keeps_the_table_out_of_the_plan(spark, path):
+    if path == "jvm":
+        jvm_router_or_skip(spark)
     # Given a table of 50,000 keys, some split (more than any planner made in a figure)
     keys = np.arange(50_000, dtype=np.int64) * 3 - 70_000
     part_key = np.r_[keys, keys[::5]]
     part_node = np.r_[(home_nodes(keys, 4) + 1) % 4, home_nodes(keys[::5], 4)]
     table = RoutingTable.from_parts(part_key, part_node, np.ones(len(part_key)), 4)
-    df = spark.createDataFrame(pd.DataFrame({"tuple_id": [1, 2, 3], "key": [1, 2, 5]}))
-    execution = with_storage_node(spark, df, table)._jdf.queryExecution()
+    # (a range, not a local table, which Spark would route at planning time)
+    keys = F.element_at(
+        F.array(*[F.lit(k).cast("bigint") for k in (1, 2, 5)]), F.col("id").cast("int")
+    )
+    df = spark.range(1, 4).select(F.col("id").alias("tuple_id"), keys.alias("key"))
+    routed = with_storage_node(spark, df, table, jvm=path == "jvm")
+    execution = routed._jdf.queryExecution()
     # Then the router is one projection: no join, no exchange
     assert "Join" not in execution.executedPlan().toString()
     assert "Exchange" not in execution.executedPlan().toString()
     # And the plan names the table's arrays without printing them (a literal of the
     # table printed 40 MiB into every plan string and the event log)
     assert len(execution.toString()) < 20_000
+    # And the decisions are the library's, keys outside the table included
+    got = routed.select("tuple_id", "node").toPandas().sort_values("tuple_id")
+    assert (
+        got["node"].tolist()
+        == table.storage_nodes(np.array([1, 2, 5]), np.array([1, 2, 3])).tolist()
+    )
+    if path == "jvm":  # one call per tuple in the generated code, no SQL lookup chain
+        plan = execution.executedPlan().toString()
+        assert "routing table (50000 keys" in plan and "_rt_" not in plan
 
 
 def test_partition_i_holds_node_i(spark):
@@ -85,7 +107,8 @@ def test_partition_i_holds_node_i(spark):
     assert (out["node"] == out["pid"]).all()
 
 
-def test_bucket_map_routing_equals_numpy(spark):
+@pytest.mark.parametrize("path", ["jvm", "sql"])
+def test_bucket_map_routing_equals_numpy(spark, path):
     from balancebench.routing_table import BucketMap
 
     rng = np.random.default_rng(5)
@@ -93,7 +116,10 @@ def test_bucket_map_routing_equals_numpy(spark):
     buckets = BucketMap(7, owner)
     keys = rng.integers(-(10**12), 10**12, 20_000)
     df = spark.createDataFrame(pd.DataFrame({"tuple_id": np.arange(len(keys)), "key": keys}))
-    out = with_storage_node(spark, df, buckets).select("tuple_id", "node").toPandas()
+    if path == "jvm":
+        jvm_router_or_skip(spark)
+    out = with_storage_node(spark, df, buckets, jvm=path == "jvm")
+    out = out.select("tuple_id", "node").toPandas()
     out = out.sort_values("tuple_id")
     assert np.array_equal(out["node"].to_numpy(), buckets.storage_nodes(keys))
 
@@ -107,18 +133,6 @@ def _laid_out(frame, lo: int, hi: int, senders: int):
     part = part.withColumn("_s", F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int"))
     placed = partition_by_node(part, senders, "_s")
     return placed.sortWithinPartitions("tuple_id").drop("_s", "_surrogate")
-
-
-def _jvm_router_or_skip(spark) -> None:
-    import shutil
-
-    from balancebench.spark import jvm_routing
-
-    path, why = jvm_routing.routing_path(spark)
-    if path != "jvm":
-        if shutil.which("javac") is None:
-            pytest.skip(f"no JDK compiler here: {why}")
-        pytest.fail(f"javac is installed but the JVM router is not used: {why}")
 
 
 #: (strategy, settings): plain PKG, D-Choices, and W-Choices with a small sketch, small
@@ -146,7 +160,7 @@ def test_per_tuple_routing_in_spark_equals_the_library(spark, paths):
     from balancebench.strategies import get_strategy
 
     if PATHS[paths][1] is None:
-        _jvm_router_or_skip(spark)
+        jvm_router_or_skip(spark)
     # Given a Zipf stream laid out over 3 sender partitions (tuple i at sender i mod 3,
     # in arrival order), routed in two batches
     rng = np.random.default_rng(6)
@@ -196,7 +210,7 @@ def test_jvm_router_keeps_state_like_the_library(spark):
     from balancebench.spark.routers import PerTupleRouter, RouteContext
     from balancebench.strategies import get_strategy
 
-    _jvm_router_or_skip(spark)
+    jvm_router_or_skip(spark)
     # Given keys spread over the whole int64 range with a few hot ones, 2 senders
     rng = np.random.default_rng(11)
     keys = np.r_[rng.integers(-(2**63), 2**63 - 1, 3000, dtype=np.int64), [0, -1] * 2000]

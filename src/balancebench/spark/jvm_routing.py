@@ -1,20 +1,29 @@
-"""The JVM path of per-sender routing (``pkg``, ``dchoices``, ``wchoices``).
+"""The JVM router: per-sender routing (``pkg``, ``dchoices``, ``wchoices``) and table
+routing (``qmmp``, ``mnrt``, ``readj``'s routing table, ``balanceload``'s bucket map).
 
-The senders' decisions are sequential (each changes the sender's load vector), so Spark
-SQL cannot express them; the Python path (``placement.with_per_tuple_node``) runs them in
-a Python worker, and shipping each tuple there and back through Arrow cost about 170 ns,
-more than the decision itself. ``jvm/PerSenderRouting.java`` repeats the decisions of
-``strategies.pkg`` in a ``mapPartitions`` inside the JVM.
+- Per-sender: the senders' decisions are sequential (each changes the sender's load
+  vector), so Spark SQL cannot express them; the Python path
+  (``placement.with_per_tuple_node``) runs them in a Python worker, and shipping each tuple
+  there and back through Arrow cost about 170 ns, more than the decision itself.
+  ``jvm/PerSenderRouting.java`` repeats the decisions of ``strategies.pkg`` in a
+  ``mapPartitions`` inside the JVM.
+- Table: a real router's lookup is one hash-map probe. ``jvm/TableRouting.java`` holds the
+  table as an open-addressing map from key to entry and is called once per tuple from
+  Spark's generated code (:func:`table_node`, :func:`bucket_node`); the Spark SQL path
+  (``placement.SlotTable``) read arrays through a chain of expressions, which cost a split
+  key's tuple 30-58 ns more than a key moved whole (``benchmarks/split_lookup.py``).
 
-- ``make setup`` compiles it (:func:`build`, the JDK's ``javac`` against PySpark's own
-  jars) into ``.local/jvm/balancebench-routing.jar``, with the source's SHA-256 inside;
+How it is built and chosen:
+
+- ``make setup`` compiles both (:func:`build`, the JDK's ``javac`` against PySpark's own
+  jars) into ``.local/jvm/balancebench-routing.jar``, with the sources' SHA-256 inside;
   nothing compiled is committed.
 - A session adds the jar (:func:`spark_conf`, or ``ADD JAR`` under ``spark-submit``)
-  when it was built from this source; :func:`routing_path` says which path a run takes
-  and why. Without ``javac``, with a
-  jar from another source, or with a JVM that cannot load the class, per-sender routing
-  runs in Python (the same decisions, tested tuple for tuple) and the run's tag
-  ``per_sender_routing`` says so.
+  when it was built from these sources; :func:`routing_path` says which path a run takes
+  and why. Without ``javac``, with a jar from other sources, or with a JVM that cannot
+  load the classes, per-sender routing runs in Python workers and table routing in Spark
+  SQL (the same decisions, tested tuple for tuple), and the run's tags
+  ``per_sender_routing`` and ``table_routing`` say so.
 - The senders' states cross between the paths as bytes (:func:`encode_state`,
   :func:`decode_state`): a run could switch paths between batches and decide the same.
 """
@@ -34,12 +43,14 @@ import numpy as np
 
 from balancebench.paths import project_root, pyspark_jars
 
-SOURCE = Path(__file__).with_name("jvm") / "PerSenderRouting.java"
-CLASS_NAME = "balancebench.jvm.PerSenderRouting"
-#: The source's SHA-256 inside the jar: a jar from another source is never used.
+SOURCES = tuple(sorted((Path(__file__).with_name("jvm")).glob("*.java")))
+CLASS_NAMES = tuple(f"balancebench.jvm.{source.stem}" for source in SOURCES)
+#: The sources' SHA-256 inside the jar: a jar from other sources is never used.
 DIGEST_ENTRY = "balancebench/jvm/source.sha256"
 #: The MLflow tag saying which path a per-sender strategy's run took.
 PATH_TAG = "per_sender_routing"
+#: The MLflow tag saying which path a table-routed strategy's run took.
+TABLE_PATH_TAG = "table_routing"
 
 _checked: dict[str, tuple[str, str]] = {}
 
@@ -50,7 +61,11 @@ def jar_path() -> Path:
 
 
 def source_digest() -> str:
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    """One SHA-256 over every source (its name and bytes)."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def jar_problem() -> str | None:
@@ -64,7 +79,7 @@ def jar_problem() -> str | None:
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
         return f"{jar} is unreadable ({exc}); make setup rebuilds it"
     if built_from != source_digest():
-        return f"{jar} was built from another PerSenderRouting.java; make setup rebuilds it"
+        return f"{jar} was built from other sources than spark/jvm's; make setup rebuilds it"
     return None
 
 
@@ -78,14 +93,14 @@ def build(javac: str | None = None) -> str:
     Without ``javac`` the stale jar, if any, is removed (the Python path runs)."""
     jar = jar_path()
     if jar_problem() is None:
-        return f"per-sender routing: {jar} is up to date"
+        return f"JVM router: {jar} is up to date"
     javac = javac or shutil.which("javac")
     jar_tool = shutil.which("jar", path=str(Path(javac).parent)) if javac else None
     if javac is None or jar_tool is None:
         jar.unlink(missing_ok=True)
         return (
-            "per-sender routing: no javac/jar found (install a JDK 17); pkg, dchoices and "
-            "wchoices will route in Python workers"
+            "JVM router: no javac/jar found (install a JDK 17); pkg, dchoices and wchoices "
+            "will route in Python workers, the routing tables in Spark SQL"
         )
     with tempfile.TemporaryDirectory(prefix="balancebench-jvm-") as tmp:
         classes = Path(tmp) / "classes"
@@ -101,7 +116,7 @@ def build(javac: str | None = None) -> str:
                 classpath,
                 "-d",
                 str(classes),
-                str(SOURCE),
+                *(str(source) for source in SOURCES),
             ],
             check=True,
         )
@@ -111,7 +126,7 @@ def build(javac: str | None = None) -> str:
         partial = jar.with_name(jar.name + ".tmp")
         subprocess.run([jar_tool, "cf", str(partial), "-C", str(classes), "."], check=True)
         partial.replace(jar)  # whole or not at all
-    return f"per-sender routing: compiled {jar}"
+    return f"JVM router: compiled {jar}"
 
 
 def routing_path(spark: Any) -> tuple[str, str]:
@@ -127,7 +142,7 @@ def routing_path(spark: Any) -> tuple[str, str]:
             if "'" not in jar:  # a path Spark SQL's string literal can hold
                 spark.sql(f"ADD JAR '{jar}'")
             if not _loads(spark):
-                problem = f"the session's JVM cannot load {CLASS_NAME} from {jar}"
+                problem = f"the session's JVM cannot load {', '.join(CLASS_NAMES)} from {jar}"
         _checked[app] = ("jvm", "") if problem is None else ("python", problem)
     return _checked[app]
 
@@ -135,8 +150,10 @@ def routing_path(spark: Any) -> tuple[str, str]:
 def _loads(spark: Any) -> bool:
     from py4j.java_gateway import JavaClass
 
-    found = spark.sparkContext._jvm.balancebench.jvm.PerSenderRouting
-    return isinstance(found, JavaClass)
+    package = spark.sparkContext._jvm.balancebench.jvm
+    return all(
+        isinstance(getattr(package, name.rsplit(".", 1)[1]), JavaClass) for name in CLASS_NAMES
+    )
 
 
 #: The JVM router takes its counts as Java ints.
@@ -156,6 +173,49 @@ def path_tag(spark: Any, strategy: Any, n_nodes: int) -> str:
     """The :data:`PATH_TAG` value: ``jvm`` or ``python: <why>``."""
     path, why = path_for(spark, strategy, n_nodes)
     return path if path == "jvm" else f"{path}: {why}"
+
+
+# ---- table routing ------------------------------------------------------------------------
+def table_path_tag(spark: Any) -> str:
+    """The :data:`TABLE_PATH_TAG` value: ``jvm`` or ``sql: <why>``."""
+    path, why = routing_path(spark)
+    return path if path == "jvm" else f"sql: {why}"
+
+
+def table_node(spark: Any, table: Any, key: Any, tuple_id: Any) -> Any:
+    """Column: the storage node of every tuple under ``table`` (a non-empty
+    ``routing_table.RoutingTable``), ``key`` and ``tuple_id`` long columns, decided in the
+    JVM (``TableRouting.node``: the routing table's ``storage_nodes``)."""
+    from pyspark.sql.classic.column import Column
+
+    from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT
+
+    jc = spark.sparkContext._jvm.balancebench.jvm.TableRouting.storageNode(
+        key._jc,
+        tuple_id._jc,
+        int(table.n_nodes),
+        TUPLE_HASH_SALT,
+        FRACTION_UNITS,
+        np.asarray(table.keys, dtype="<i8").tobytes(),
+        np.asarray(table.offsets, dtype="<i8").tobytes(),
+        np.asarray(table.hi_units, dtype="<i8").tobytes(),
+        np.asarray(table.nodes, dtype="<i4").tobytes(),
+    )
+    return Column(jc)
+
+
+def bucket_node(spark: Any, buckets: Any, key: Any) -> Any:
+    """Column: the owner of every tuple's bucket under ``buckets`` (a
+    ``routing_table.BucketMap``), decided in the JVM (``BucketMap.storage_nodes``)."""
+    from pyspark.sql.classic.column import Column
+
+    from balancebench.routing_table import BUCKET_SALT
+
+    owners = np.asarray(buckets.owner, dtype="<i4").tobytes()
+    jc = spark.sparkContext._jvm.balancebench.jvm.TableRouting.bucketOwner(
+        key._jc, BUCKET_SALT, owners
+    )
+    return Column(jc)
 
 
 # ---- the senders' states as bytes ----------------------------------------------------------

@@ -1,14 +1,21 @@
-"""Paper 000's storage routing (Algorithm 1, ONE) as Spark SQL expressions.
+"""Paper 000's storage routing (Algorithm 1, ONE) on Spark.
 
 ``with_storage_node`` gives every tuple the node ``RoutingTable.storage_nodes`` would give it:
 ``pmod(hash(key), N)`` for a key outside the routing table, else the part whose
-fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``, found by
-:class:`SlotTable`: a hash table built on the driver (hash and displace: one slot per
-key, found without probing) and read in a chain of projections (one per value,
-:meth:`SlotColumns.route`), no join, no shuffle, so a
-lookup costs the same whatever the table's size. ``partition_by_node`` then puts node
-``i``'s tuples in Spark partition ``i`` by repartitioning on a per-node surrogate value
-whose Murmur3 hash lands in partition ``i`` (``hashing.partition_surrogates``).
+fraction interval ``[lo, hi)`` holds ``pmod(hash(tuple_id, SALT), 2^20)``. Two paths decide
+alike (tested tuple for tuple, and against recorded digests):
+
+- the JVM router (``jvm_routing.table_node``, ``jvm/TableRouting.java``), wherever ``make
+  setup`` compiled it: one call per tuple from Spark's generated code into an
+  open-addressing map, as a real router's lookup is one hash-map probe;
+- Spark SQL, only where no JVM router is found (no JDK compiler): :class:`SlotTable`, a
+  hash table built on the driver (hash and displace: one slot per key, found without
+  probing) and read in a chain of projections (one per value, :meth:`SlotColumns.route`),
+  no join, no shuffle, so a lookup costs the same whatever the table's size.
+
+``partition_by_node`` then puts node ``i``'s tuples in Spark partition ``i`` by
+repartitioning on a per-node surrogate value whose Murmur3 hash lands in partition ``i``
+(``hashing.partition_surrogates``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from balancebench.hashing import (
     partition_surrogates,
 )
 from balancebench.routing_table import BUCKET_SALT, BucketMap, RoutingTable
+from balancebench.spark import jvm_routing
 
 
 def _col(column: str | Column) -> Column:
@@ -52,6 +60,11 @@ def fraction_unit(tuple_id: str) -> Column:
     return salted.bitwiseAND(F.lit(FRACTION_UNITS - 1)).cast("bigint")
 
 
+def jvm_tables(spark: SparkSession) -> bool:
+    """Whether this session routes by tables in the JVM (``jvm_routing.routing_path``)."""
+    return jvm_routing.routing_path(spark)[0] == "jvm"
+
+
 def with_storage_node(
     spark: SparkSession,
     df: DataFrame,
@@ -59,12 +72,17 @@ def with_storage_node(
     key: str = "key",
     tuple_id: str = "tuple_id",
     out: str = "node",
+    jvm: bool | None = None,
 ) -> DataFrame:
-    """``df`` plus column ``out``: the storage node of each tuple under ``table``."""
+    """``df`` plus column ``out``: the storage node of each tuple under ``table``, in the
+    JVM where the session has the router (``jvm=None``), else in Spark SQL (``jvm=False``
+    forces Spark SQL, for the tests and benchmarks that compare the two)."""
     if isinstance(table, BucketMap):
-        return df.withColumn(out, bucket_owner(key, table))
+        return df.withColumn(out, bucket_owner(key, table, spark, jvm))
     if len(table) == 0:
         return df.withColumn(out, home_node(key, table.n_nodes))
+    if jvm is not False and jvm_tables(spark):
+        return df.withColumn(out, jvm_routing.table_node(spark, table, F.col(key), F.col(tuple_id)))
     return SlotTable.of(table).columns(spark).route(df, key, tuple_id, table.n_nodes, out)
 
 
@@ -313,8 +331,13 @@ class SlotColumns:
         return routed.drop("_rt_hash", "_rt_slot", "_rt_entry", "_rt_first", "_rt_unit", "_rt_pos")
 
 
-def bucket_owner(key: str | Column, buckets: BucketMap) -> Column:
-    """``owner[pmod(hash(key, BUCKET_SALT), B)]``, equal to ``BucketMap.storage_nodes``."""
+def bucket_owner(
+    key: str | Column, buckets: BucketMap, spark: SparkSession, jvm: bool | None = None
+) -> Column:
+    """``owner[pmod(hash(key, BUCKET_SALT), B)]``, equal to ``BucketMap.storage_nodes``: in
+    the JVM where the session has the router (``jvm=None``), else in Spark SQL."""
+    if jvm is not False and jvm_tables(spark):
+        return jvm_routing.bucket_node(spark, buckets, _col(key))
     salted = F.hash(_col(key), F.lit(BUCKET_SALT).cast("bigint"))
     bucket = F.pmod(salted, F.lit(buckets.n_buckets))
     # The map as ONE fixed-width string literal, read with substr: B literal expressions

@@ -360,9 +360,9 @@ class KeyLevelRouter(SparkRouter):
     def nodes_used(self) -> int:
         return self.active
 
-    def default_node(self, key: Column | str) -> Column:
+    def default_node(self, key: Column | str, spark: SparkSession) -> Column:
         if isinstance(self.table, BucketMap):
-            return bucket_owner(key, self.table)
+            return bucket_owner(key, self.table, spark)
         return home_node(key, self.active)
 
     def _default_nodes_np(self, keys: np.ndarray) -> np.ndarray:
@@ -454,7 +454,9 @@ class KeyLevelRouter(SparkRouter):
         width = ctx.operator.key_reach(ctx.band_width)
         keys, nodes = self.band_probe_table(keys, nodes, width)
         defaults = F.array_distinct(
-            F.array(*[self.default_node(F.col("key") + o) for o in range(-width, width + 1)])
+            F.array(
+                *[self.default_node(F.col("key") + o, ctx.spark) for o in range(-width, width + 1)]
+            )
         )
         home = F.array(F.col("node").cast("int"))
         store_set, node_set = home, defaults
