@@ -18,9 +18,12 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
   Python workers' own CPU): pkg and wchoices on the path their runs take (the JVM router
   where ``make setup`` compiled it) and forced into Python workers, paired rounds.
   Target: pkg and wchoices <= 1.5x hash (issue 44).
-- ``tables``: routing CPU per tuple by a routing table (``hash``'s router holding tables
-  of ``--table-sizes`` keys, hits and splits included) against no table, paired rounds.
-  Target: <= 1.10x at every size (the lookup's cost does not grow with the table).
+- ``tables``: the routing stage's CPU per tuple by a routing table (``hash``'s router
+  holding tables of ``--table-sizes`` keys, hits and splits included) against no table,
+  on the JVM router and, for comparison, on Spark SQL (``--table-paths``), in
+  ``--table-rounds`` paired rounds of one job per batch and table (issue 59).
+  Target: the JVM router <= 1.05x at every size (the lookup's cost does not grow with the
+  table).
 - ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
   through the batch's node stages) on the default TOPK run and on full-history EQ5,
   beside plain Spark's trivial reduce stage in the same session (an empty batch grouped
@@ -62,7 +65,13 @@ import numpy as np
 from balancebench.experiment import LoadedCell, report_round, report_run
 from balancebench.experiment_params import ExperimentSpec
 from balancebench.hashing import FRACTION_UNITS
-from balancebench.rounds import RoundPolicy, fixed_rounds, run_rounds, verdict_lines
+from balancebench.rounds import (
+    RoundPolicy,
+    fixed_rounds,
+    rotated_rounds,
+    run_rounds,
+    verdict_lines,
+)
 from balancebench.schema import positive_int
 
 SECTIONS = ("coverage", "routing", "tables", "fixed", "per_tuple", "signal", "noise", "migration")
@@ -161,27 +170,36 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
 
 
 def section_tables(spark: Any, args: argparse.Namespace) -> None:
-    """Routing by a routing table against hash's ``pmod(hash(key), N)``: the same stream
-    routed by ``hash``'s router holding tables of 0 to ``--table-sizes`` keys (the
-    stream's keys first, each moved whole to its home + 1 or split over two nodes, then
-    keys the stream does not have), CPU per tuple routed, paired rotated rounds."""
+    """Routing by a routing table against hash's ``pmod(hash(key), N)``: the engine's
+    routing stage of the TOPK aggregation (``KeyLevelRouter.route``, its rows into the
+    exchange to the nodes: ``node_state.counted_rows``, ``placement.partition_by_node``; a
+    job per batch whose other stage only reads the exchange) on each batch of the stream,
+    under tables of 0 to ``--table-sizes`` keys (the stream's keys first, each moved whole to its home + 1, every
+    fourth split over two nodes, then keys the stream does not have), on each path of
+    ``--table-paths``. A round routes every batch under every table in a rotated order,
+    one job each, so the variants of a round meet the same state of the machine within a
+    few seconds (this host's cores change speed from second to second: a fixed loop's CPU
+    moves by +-10%, ``benchmarks/cpu_by_worker.py``); the routing stage's CPU per tuple
+    over the round's batches, paired rounds, the one statistics function."""
+    from pyspark.sql import functions as F
+
     from balancebench.hashing import home_nodes
     from balancebench.routing_table import RoutingTable
-    from balancebench.spark.engine import Engine
-    from balancebench.spark.routers import KeyLevelRouter
+    from balancebench.spark.loop import batch_frame
+    from balancebench.spark.node_state import counted_rows
+    from balancebench.spark.placement import jvm_tables, partition_by_node
+    from balancebench.spark.rest_task_metrics import ROUTE, TaskMetricsReader, group_work
+    from balancebench.spark.routers import BATCH_COLUMNS, KeyLevelRouter, RouteContext
     from balancebench.stats import LOWER
     from balancebench.stats import verdict as stats_verdict
     from balancebench.strategies import get_strategy
 
-    # Four measured batches of --routing-tuples each: one batch's routing (8 senders of
-    # 125k tuples, about 30 ms of CPU each) moved by +-30% from run to run (JIT, GC).
     params = topk_params(
         args,
         n_tuples=args.routing_tuples * 4,
         input_rate_tuples_per_s=float(args.routing_tuples),
         n_batches=4,
         strategies=["hash"],
-        warmup_batches=1,
     )
     cell = LoadedCell(spark, params)
     n = params["n_nodes"]
@@ -199,35 +217,79 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         part_node = np.r_[moved, (moved[split] + 1) % n]
         return RoutingTable.from_parts(part_key, part_node, np.ones(len(part_key)), n)
 
+    paths = [p for p in args.table_paths if p == "sql" or jvm_tables(spark)]
     tables = {f"{size:,} keys": table_of(size) for size in args.table_sizes}
-    names = ["no table", *tables]
+    variants = {"no table": (RoutingTable.empty(n), None)}
+    for path in paths:
+        for label, table in tables.items():
+            variants[f"{label}, {path}"] = (table, path == "jvm")
+    frames = [batch_frame(cell.df, b).select(*BATCH_COLUMNS) for b in range(params["n_batches"])]
+    tuples = sum(cell.df.where(F.col("batch") == b).count() for b in range(len(frames)))
+    reader = TaskMetricsReader(spark.sparkContext)
+    ctx = RouteContext(spark, cell.config.workload.operator, n, senders=params["n_senders"])
 
-    def one(name: str) -> float:
-        router = KeyLevelRouter(get_strategy("hash"), n, 0.05)
-        if name != "no table":
-            router.table = tables[name]
-        batches = Engine(spark, cell.df, cell.config, router, f"table-{name}").run()
-        return sum(b.route_work_s for b in batches) / sum(b.input_tuples for b in batches)
+    def route_cpu_s(name: str, frame: Any) -> float:
+        table, jvm = variants[name]
+        group = f"tables-{time.time_ns()}"
+        spark.sparkContext.setJobGroup(group, f"routing under {name}")
+        if jvm is False:  # the Spark SQL path, for comparison
+            routed = _sql_route(spark, frame, table)
+        else:
+            router = KeyLevelRouter(get_strategy("hash"), n, 0.05)
+            router.table = table
+            routed = router.route(frame, ctx)
+        exchange = partition_by_node(counted_rows(routed), n)
+        exchange.write.format("noop").mode("overwrite").save()
+        return group_work(reader, group, ROUTE, n).route_work_s
 
-    runs = fixed_rounds(names, args.rounds, one)
+    names = list(variants)
+    for name in names:  # each path's code compiled before the rounds
+        route_cpu_s(name, frames[0])
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(args.table_rounds):
+        spent = dict.fromkeys(names, 0.0)
+        for b, frame in enumerate(frames):
+            for name in rotated_rounds(names, 1, first=r * len(frames) + b):
+                spent[name] += route_cpu_s(name, frame)
+        for name in names:
+            runs[name].append(spent[name] / tuples)
     cell.release()
     base = runs["no table"]
-    print(
-        f"\n[tables] routing CPU per tuple, 4 batches of {args.routing_tuples:,} tuples, "
-        "`hash`'s router"
+    missing = (
+        ""
+        if "jvm" in paths or "jvm" not in args.table_paths
+        else (" (no JVM router in this session: its variants are left out)")
     )
-    print(f"  {'table':>14} {'entries':>8} {'ns/tuple':>9}  against no table (paired rounds)")
-    print(f"  {'no table':>14} {0:>8} {med(base) * 1e9:>9.0f}")
-    for name, table in tables.items():
+    print(
+        f"\n[tables] routing stage CPU per tuple, {len(frames)} batches of "
+        f"{args.routing_tuples:,} tuples, {args.table_rounds} rounds{missing}"
+    )
+    print(f"  {'table':>20} {'entries':>8} {'ns/tuple':>9}  against no table (paired rounds)")
+    print(f"  {'no table':>20} {0:>8} {med(base) * 1e9:>9.1f}")
+    for name, (table, jvm) in variants.items():
+        if name == "no table":
+            continue
         v = stats_verdict(base, runs[name], LOWER)
         ratio = v.ratio
         assert ratio is not None
-        target = "met" if ratio.hi <= 1.05 else "MISSED" if ratio.lo > 1.05 else "undecided"
-        print(
-            f"  {name:>14} {len(table):>8} {med(runs[name]) * 1e9:>9.0f}  {v.text()}; "
-            f"ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}], "
-            f"target <= 1.05x: {target}"
-        )
+        line = f"{v.text()}; ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}]"
+        if jvm:
+            target = "met" if ratio.hi <= 1.05 else "MISSED" if ratio.lo > 1.05 else "undecided"
+            line += f", target <= 1.05x: {target}"
+        print(f"  {name:>20} {len(table):>8} {med(runs[name]) * 1e9:>9.1f}  {line}")
+    print("  per round, ns/tuple (the paired values behind each verdict):")
+    for name in names:
+        print(f"  {name:>20} " + " ".join(f"{v * 1e9:.0f}" for v in runs[name]))
+
+
+def _sql_route(spark: Any, frame: Any, table: Any) -> Any:
+    """The routing stage's rows under ``table`` on the Spark SQL path (``jvm=False``)."""
+    from pyspark.sql import functions as F
+
+    from balancebench.spark.placement import with_storage_node
+    from balancebench.spark.routers import STORE
+
+    return with_storage_node(spark, frame, table, jvm=False).withColumn("role", F.lit(STORE))
 
 
 def plain_reduce_ms(spark: Any, loaded: LoadedCell, n: int, empty: bool) -> tuple[float, float]:
@@ -671,6 +733,16 @@ def main() -> None:
         type=positive_int,
         default=[100, 2_300, 10_000, 50_000],
         help="routing-table sizes (keys) of the tables section",
+    )
+    parser.add_argument(
+        "--table-paths",
+        nargs="*",
+        choices=("jvm", "sql"),
+        default=["jvm", "sql"],
+        help="table routing's paths in the tables section (sql: only for comparison)",
+    )
+    parser.add_argument(
+        "--table-rounds", type=positive_int, default=15, help="rounds of the tables section"
     )
     parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (eq5)")
     parser.add_argument(

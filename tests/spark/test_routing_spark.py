@@ -61,6 +61,49 @@ def test_spark_routing_equals_numpy_routing(spark, path):
     assert np.array_equal(routed["node"].to_numpy(), table.storage_nodes(keys, ids))
 
 
+@pytest.mark.parametrize("n_nodes", [7, 16])
+def test_the_jvm_routers_dense_block_and_hash_table_decide_as_the_library(spark, n_nodes):
+    """Keys close together go to the JVM router's dense array, the rest to its hash table:
+    a dense run around zero (negative keys, splits, holes), a sparser run, scattered and
+    extreme keys; probed by keys in, beside and outside each, the blocks' edges too. 7
+    nodes: the JVM's remainder without a division; 16: keys split over more than 8 parts
+    (a binary search, not the branchless count)."""
+    jvm_router_or_skip(spark)
+    rng = np.random.default_rng(8 + n_nodes)
+    run = np.arange(-300, 700, dtype=np.int64)
+    run = run[rng.random(len(run)) < 0.7]  # holes: keys of the block not in the table
+    sparse = np.arange(10**6, 10**6 + 40 * 64, 40, dtype=np.int64)
+    scattered = rng.integers(-(2**62), 2**62, 300)
+    keys = np.unique(np.r_[run, sparse, scattered, [-(2**63), 2**63 - 1]])
+    ways = rng.choice([1, 1, 2, 3, n_nodes], len(keys))
+    part_key = np.repeat(keys, ways)
+    # Each key's parts on distinct nodes (a part per (key, node))
+    part_node = np.concatenate([rng.permutation(n_nodes)[:w] for w in ways])
+    part_load = rng.integers(1, 50, len(part_key)).astype(float)
+    table = RoutingTable.from_parts(part_key, part_node, part_load, n_nodes)
+    probes = np.r_[
+        np.arange(-320, 720),
+        sparse - 1,
+        sparse,
+        sparse + 1,
+        scattered,
+        scattered + 1,
+        [-(2**63), 2**63 - 1, -(2**63) + 1, 2**63 - 2],
+    ].astype(np.int64)
+    probes = np.repeat(probes, 3)
+    ids = rng.permutation(len(probes)).astype(np.int64) * 13 - 5_000
+    df = spark.createDataFrame(pd.DataFrame({"tuple_id": ids, "key": probes}))
+    routed = with_storage_node(spark, df, table, jvm=True)
+    routed = routed.select("tuple_id", "node").toPandas().set_index("tuple_id")["node"]
+    assert np.array_equal(routed.loc[ids].to_numpy(), table.storage_nodes(probes, ids))
+    # And the dense run went to the dense block, the rest to the hash table
+    from balancebench.spark import jvm_routing
+
+    lookup = str(jvm_routing.table_node(spark, table, F.col("key"), F.col("tuple_id")))
+    in_run = np.count_nonzero((table.keys >= -300) & (table.keys < 700))
+    assert f"({len(table)} keys" in lookup and f"{in_run} of them in a dense block" in lookup
+
+
 @pytest.mark.parametrize("path", ["jvm", "sql"])
 def test_routing_by_a_large_table_runs_no_join_and_keeps_the_table_out_of_the_plan(spark, path):
     if path == "jvm":

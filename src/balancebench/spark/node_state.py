@@ -272,6 +272,15 @@ class NodeState:
         raise NotImplementedError
 
 
+def counted_rows(routed: DataFrame) -> DataFrame:
+    """What an aggregation's routing stage writes into the exchange: a row per routed
+    tuple, ``(key, node, age 0, count 1, not moved)``."""
+    zero, one = F.lit(0).cast("bigint"), F.lit(1).cast("bigint")
+    return routed.select(
+        "key", "node", zero.alias("age"), one.alias("count"), F.lit(0).alias("_moved")
+    )
+
+
 class PartialCounts(NodeState):
     """An aggregation's state: partial counts (module docstring)."""
 
@@ -300,10 +309,7 @@ class PartialCounts(NodeState):
         cfg = self.host.config
         assert moves is None or moves.split is None, "re-placing every row is for joins"
         window = cfg.window_batches
-        zero, one = F.lit(0).cast("bigint"), F.lit(1).cast("bigint")
-        rows = routed.select(
-            "key", "node", zero.alias("age"), one.alias("count"), F.lit(0).alias("_moved")
-        )
+        rows = counted_rows(routed)
         route_partitions = partitions_of(rows)
         # A one-batch window keeps nothing from the last batch: no state to age or move.
         state = None if calibrating or window == 1 else self.state
