@@ -349,10 +349,11 @@ def check_model(
     ),
     rounds: int = typer.Option(3, min=2, max=20, help="rotated rounds of the strategies"),
 ) -> None:
-    """The cost model against nodes that really run side by side: per batch, the model's
-    charge (routing per sender, the slowest node's CPU) against the measured wall time of
-    the same stages, on a master where every node has a core of its own."""
-    from balancebench.check_model import CHECK_DEFAULTS, report, run_check
+    """The cost model against nodes on executors of their own: per batch, the model's
+    charge (routing per sender, the slowest node's CPU) against the same stages' CPU on the
+    executors that ran them; against their wall time too where every executor has a core
+    of its own and the driver one more."""
+    from balancebench.check_model import CHECK_DEFAULTS, cores_for, report, run_check
     from balancebench.spark.session import get_session
 
     def check() -> dict:
@@ -373,9 +374,10 @@ def check_model(
     spark = get_session("balancebench-check-model", spark_master, conf_extra)
     try:
         checks = run_check(spark, params, rounds)
+        cores = cores_for(spark, spark_master)
     finally:
         spark.stop()
-    for line in report(checks, params.strategies[0]):
+    for line in report(checks, params.strategies[0], cores):
         console.print(line, markup=False, highlight=False)
 
 

@@ -440,6 +440,16 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
         "launch to last end, summed): never charged; what check-model compares the slowest "
         "node's CPU with on a master where each node has a core of its own."
     ),
+    "route_executor_cpu_s": (
+        "[per batch] the batch's routing stages on the executors that ran them: per stage "
+        "the busiest executor's summed executorCpuTime, summed over the stages, seconds; "
+        "never charged; what check-model compares route_s with on any machine."
+    ),
+    "node_executor_cpu_s": (
+        "[per batch] the batch's node stages on the executors that ran them: per stage the "
+        "busiest executor's summed executorCpuTime, summed over the stages, seconds; never "
+        "charged; what check-model compares the slowest node's CPU with on any machine."
+    ),
     "route_python_s": (
         "[per batch] of the routing, the CPU seconds the senders' Python workers spent "
         "(process CPU measured inside the worker from its first row to its last, Arrow's "

@@ -340,6 +340,8 @@ class Engine(MicroBatchLoop):
                 "route_python_s": python_s,
                 "route_wall_s": work.route_wall_s,
                 "node_wall_s": work.node_wall_s,
+                "route_executor_cpu_s": work.route_executor_cpu_s,
+                "node_executor_cpu_s": work.node_executor_cpu_s,
                 "node_gc_s": work.node_gc_s + (durable.node_gc_s if durable else 0.0),
                 metric_definitions.CORE_WAIT: work.core_wait_s
                 + (durable.core_wait_s if durable else 0.0),

@@ -180,6 +180,12 @@ class GroupWork:
     #: stages. What the cost model is checked against (``check_model``), never charged.
     route_wall_s: float = 0.0
     node_wall_s: float = 0.0
+    #: The same stages' CPU on the executors that ran them (``check_model``): per stage the
+    #: busiest executor's summed executorCpuTime, summed over the stages, seconds. Where
+    #: each executor has a core of its own and a stage ends when its slowest executor does,
+    #: what the stages take in CPU, whatever else shares the machine's cores.
+    route_executor_cpu_s: float = 0.0
+    node_executor_cpu_s: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.n_nodes
@@ -289,6 +295,15 @@ def add_node_stage(work: GroupWork, tasks: list[dict], nodes: np.ndarray | None 
     work.stage_records_read.append(read)
 
 
+def busiest_executor_cpu_s(tasks: list[dict]) -> float:
+    """The largest summed executorCpuTime (s) of one executor's tasks in a stage."""
+    by: dict[str, float] = {}
+    for task, cpu in zip(tasks, task_cpu_s(tasks).tolist(), strict=True):
+        executor = str(task.get("executorId", "driver"))
+        by[executor] = by.get(executor, 0.0) + cpu
+    return max(by.values(), default=0.0)
+
+
 def stage_wall_s(tasks: list[dict]) -> float:
     """Wall seconds from the stage's first task launch to its last task's end."""
     starts = [_rest_time_s(t["launchTime"]) for t in tasks]
@@ -361,6 +376,8 @@ def batch_work(
         routing, nodes = stages[:-node_stages], stages[-node_stages:]
         work.route_wall_s += sum(stage_wall_s(tasks) for tasks in routing)
         work.node_wall_s += sum(stage_wall_s(tasks) for tasks in nodes)
+        work.route_executor_cpu_s += sum(busiest_executor_cpu_s(tasks) for tasks in routing)
+        work.node_executor_cpu_s += sum(busiest_executor_cpu_s(tasks) for tasks in nodes)
         for i, tasks in enumerate(routing):
             # The whole stage's wait (its senders' and a migration's extract tasks alike).
             cpu_s = task_cpu_s(tasks)
