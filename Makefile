@@ -116,9 +116,12 @@ bench-engine: setup
 	$(UV_RUN) python benchmarks/engine_vs_streaming.py --sf 0.05
 
 # What the engine charges per unit of work (issue 26's targets: routing, fixed, per-tuple,
-# signal, migration), printed side by side with verdicts: about 8 minutes.
+# signal, migration), printed side by side with verdicts: about 20 minutes; the routing
+# tables (issue 59) in a record of their own, about 8 minutes.
 bench-costs: setup
-	$(RECORD) docs/data/bench_costs.txt -- python benchmarks/engine_costs.py
+	$(RECORD) docs/data/bench_costs.txt -- python benchmarks/engine_costs.py --sections \
+		coverage routing fixed per_tuple signal noise migration
+	$(RECORD) docs/data/bench_tables.txt -- python benchmarks/engine_costs.py --sections tables
 
 # The cost model against nodes that really run side by side (issue 44): a cell on
 # local-cluster[2,1,2048] (2 executors of 1 core; SPARK_MASTER=spark://... on a cluster,

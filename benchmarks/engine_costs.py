@@ -21,7 +21,8 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 - ``tables``: the routing stage's CPU per tuple by a routing table (``hash``'s router
   holding tables of ``--table-sizes`` keys, hits and splits included) against no table,
   on the JVM router and, for comparison, on Spark SQL (``--table-paths``), in
-  ``--table-rounds`` paired rounds of one job per batch and table (issue 59).
+  ``--table-rounds`` paired rounds of one job per batch and table, each beside a job of no
+  table (issue 59).
   Target: the JVM router <= 1.05x at every size (the lookup's cost does not grow with the
   table).
 - ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
@@ -174,12 +175,13 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     routing stage of the TOPK aggregation (``KeyLevelRouter.route``, its rows into the
     exchange to the nodes: ``node_state.counted_rows``, ``placement.partition_by_node``; a
     job per batch whose other stage only reads the exchange) on each batch of the stream,
-    under tables of 0 to ``--table-sizes`` keys (the stream's keys first, each moved whole to its home + 1, every
-    fourth split over two nodes, then keys the stream does not have), on each path of
-    ``--table-paths``. A round routes every batch under every table in a rotated order,
-    one job each, so the variants of a round meet the same state of the machine within a
-    few seconds (this host's cores change speed from second to second: a fixed loop's CPU
-    moves by +-10%, ``benchmarks/cpu_by_worker.py``); the routing stage's CPU per tuple
+    under tables of ``--table-sizes`` keys (the stream's keys first, each moved whole to
+    its home + 1, every fourth split over two nodes, then keys the stream does not have),
+    on each path of ``--table-paths``. A round routes each batch under every table in turn
+    (rotated by round and batch), each table's job back to back with a job of no table (in
+    turns, one first, then the other), so a pair meets the same state of the machine
+    within a second (this host's cores change speed from second to second: a fixed loop's
+    CPU moves by +-10%, ``benchmarks/cpu_by_worker.py``); the routing stage's CPU per tuple
     over the round's batches, paired rounds, the one statistics function."""
     from pyspark.sql import functions as F
 
@@ -187,9 +189,9 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     from balancebench.routing_table import RoutingTable
     from balancebench.spark.loop import batch_frame
     from balancebench.spark.node_state import counted_rows
-    from balancebench.spark.placement import jvm_tables, partition_by_node
+    from balancebench.spark.placement import fraction_unit, home_node, jvm_tables, partition_by_node
     from balancebench.spark.rest_task_metrics import ROUTE, TaskMetricsReader, group_work
-    from balancebench.spark.routers import BATCH_COLUMNS, KeyLevelRouter, RouteContext
+    from balancebench.spark.routers import BATCH_COLUMNS, STORE, KeyLevelRouter, RouteContext
     from balancebench.stats import LOWER
     from balancebench.stats import verdict as stats_verdict
     from balancebench.strategies import get_strategy
@@ -223,6 +225,14 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     for path in paths:
         for label, table in tables.items():
             variants[f"{label}, {path}"] = (table, path == "jvm")
+    # What splitting costs without any lookup: the decisions of the tables whose keys are
+    # all the stream's (moved whole to home + 1, every fourth split over home + 1 and
+    # home + 2 by the tuple's unit) as Spark SQL arithmetic on a stream whose keys are
+    # 0 .. n - 1, so every fourth key is the one with key % 4 == 0.
+    dense_keys = np.array_equal(stream_keys, np.arange(len(stream_keys)))
+    split_only = "splits, no lookup"
+    if dense_keys and any(size >= len(stream_keys) for size in args.table_sizes):
+        variants[split_only] = (RoutingTable.empty(n), None)
     frames = [batch_frame(cell.df, b).select(*BATCH_COLUMNS) for b in range(params["n_batches"])]
     tuples = sum(cell.df.where(F.col("batch") == b).count() for b in range(len(frames)))
     reader = TaskMetricsReader(spark.sparkContext)
@@ -234,6 +244,11 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         spark.sparkContext.setJobGroup(group, f"routing under {name}")
         if jvm is False:  # the Spark SQL path, for comparison
             routed = _sql_route(spark, frame, table)
+        elif name == split_only:
+            moved = (home_node("key", n) + 1) % n
+            apart = F.when(F.col("key") % 4 == 0, fraction_unit("tuple_id").bitwiseAND(F.lit(1)))
+            node = ((moved + F.coalesce(apart, F.lit(0))) % n).cast("int")
+            routed = frame.withColumn("node", node).withColumn("role", F.lit(STORE))
         else:
             router = KeyLevelRouter(get_strategy("hash"), n, 0.05)
             router.table = table
@@ -242,19 +257,28 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         exchange.write.format("noop").mode("overwrite").save()
         return group_work(reader, group, ROUTE, n).route_work_s
 
-    names = list(variants)
-    for name in names:  # each path's code compiled before the rounds
-        route_cpu_s(name, frames[0])
-    runs: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(args.table_rounds):
-        spent = dict.fromkeys(names, 0.0)
+    tables_run = [name for name in variants if name != "no table"]
+    # Each table is measured beside its own "no table" job, the two back to back in
+    # turns (one first, then the other), so a pair meets one state of the machine.
+    runs: dict[str, list[float]] = {name: [] for name in tables_run}
+    bases: dict[str, list[float]] = {name: [] for name in tables_run}
+    for r in range(-1, args.table_rounds):  # round -1: every path's code compiled, untimed
+        spent = dict.fromkeys(tables_run, 0.0)
+        base_spent = dict.fromkeys(tables_run, 0.0)
         for b, frame in enumerate(frames):
-            for name in rotated_rounds(names, 1, first=r * len(frames) + b):
-                spent[name] += route_cpu_s(name, frame)
-        for name in names:
-            runs[name].append(spent[name] / tuples)
+            for i, name in enumerate(rotated_rounds(tables_run, 1, first=r * len(frames) + b)):
+                order = ["no table", name] if (r + b + i) % 2 == 0 else [name, "no table"]
+                for which in order:
+                    cpu = route_cpu_s(which, frame)
+                    if which == "no table":
+                        base_spent[name] += cpu
+                    else:
+                        spent[name] += cpu
+        if r >= 0:
+            for name in tables_run:
+                runs[name].append(spent[name] / tuples)
+                bases[name].append(base_spent[name] / tuples)
     cell.release()
-    base = runs["no table"]
     missing = (
         ""
         if "jvm" in paths or "jvm" not in args.table_paths
@@ -262,24 +286,32 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     )
     print(
         f"\n[tables] routing stage CPU per tuple, {len(frames)} batches of "
-        f"{args.routing_tuples:,} tuples, {args.table_rounds} rounds{missing}"
+        f"{args.routing_tuples:,} tuples, {args.table_rounds} rounds, each table beside "
+        f"its own no-table job{missing}"
     )
-    print(f"  {'table':>20} {'entries':>8} {'ns/tuple':>9}  against no table (paired rounds)")
-    print(f"  {'no table':>20} {0:>8} {med(base) * 1e9:>9.1f}")
-    for name, (table, jvm) in variants.items():
-        if name == "no table":
-            continue
-        v = stats_verdict(base, runs[name], LOWER)
+    print(
+        f"  {'table':>20} {'entries':>8} {'ns/tuple':>9} {'no table':>9}  against no table "
+        "(paired rounds)"
+    )
+    for name in tables_run:
+        table, jvm = variants[name]
+        v = stats_verdict(bases[name], runs[name], LOWER)
         ratio = v.ratio
         assert ratio is not None
         line = f"{v.text()}; ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}]"
         if jvm:
             target = "met" if ratio.hi <= 1.05 else "MISSED" if ratio.lo > 1.05 else "undecided"
             line += f", target <= 1.05x: {target}"
-        print(f"  {name:>20} {len(table):>8} {med(runs[name]) * 1e9:>9.1f}  {line}")
-    print("  per round, ns/tuple (the paired values behind each verdict):")
-    for name in names:
-        print(f"  {name:>20} " + " ".join(f"{v * 1e9:.0f}" for v in runs[name]))
+        print(
+            f"  {name:>20} {len(table):>8} {med(runs[name]) * 1e9:>9.1f} "
+            f"{med(bases[name]) * 1e9:>9.1f}  {line}"
+        )
+    print("  per round, ns/tuple, the table / its no-table job (the pairs behind each verdict):")
+    for name in tables_run:
+        pairs = " ".join(
+            f"{t * 1e9:.0f}/{n * 1e9:.0f}" for t, n in zip(runs[name], bases[name], strict=True)
+        )
+        print(f"  {name:>20} {pairs}")
 
 
 def _sql_route(spark: Any, frame: Any, table: Any) -> Any:
@@ -742,7 +774,7 @@ def main() -> None:
         help="table routing's paths in the tables section (sql: only for comparison)",
     )
     parser.add_argument(
-        "--table-rounds", type=positive_int, default=15, help="rounds of the tables section"
+        "--table-rounds", type=positive_int, default=12, help="rounds of the tables section"
     )
     parser.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (eq5)")
     parser.add_argument(

@@ -87,7 +87,8 @@ def with_batch(df: DataFrame, interval_s: float, n_batches: int) -> DataFrame:
 
 #: What is kept with a loaded replay stream while it lives, by stream frame, one place for
 #: all of it (released with the stream, :func:`release_replay`): its per-batch frames
-#: (``batch_frames``), the oracle's references (``oracle_references``), the engine's
+#: (``batch_frames``: views with the side as a string) and the cached rows under them
+#: (``cached``), the oracle's references (``oracle_references``), the engine's
 #: calibrated fixed cost (``fixed_costs``) and the loop's input counts per (batch, side)
 #: and senders (``layout``).
 _KEPT_WITH_STREAM: weakref.WeakKeyDictionary[DataFrame, dict[str, Any]] = (
@@ -116,8 +117,11 @@ def batch_frame(stream: DataFrame, b: int) -> DataFrame:
 
 
 def release_replay(stream: DataFrame) -> None:
-    """Free a loaded replay stream's cached batches, and forget what was kept with it."""
-    for frame in _KEPT_WITH_STREAM.pop(stream, {}).get("batch_frames", {}).values():
+    """Free a loaded replay stream's cached batches, and forget what was kept with it.
+    The cached frames themselves, not the views over them that :func:`batch_frame` hands
+    out (unpersisting a view frees nothing: its plan is not the cached one)."""
+    kept = _KEPT_WITH_STREAM.pop(stream, {})
+    for frame in [*kept.get("cached", {}).values(), *kept.get("batch_frames", {}).values()]:
         frame.unpersist()
     stream.unpersist()
 
@@ -165,14 +169,17 @@ def load_replay(
     batched = with_batch(df, interval, n_batches)
     sender = F.pmod(F.col("tuple_id"), F.lit(senders)).cast("int")
     frames = []
+    kept: dict[int, DataFrame] = {}
     for b in range(n_batches):
         part = batched.where(_time_range(b, interval, n_batches) & (F.col("batch") == b))
         placed = partition_by_node(part.withColumn("_sender", sender), senders, "_sender")
         cached = placed.sortWithinPartitions("tuple_id").drop("_sender", "_surrogate").persist()
         cached.write.format("noop").mode("overwrite").save()
+        kept[b] = cached
         frames.append(_with_side(cached, sides))
     out = reduce(lambda a, b: a.unionByName(b), frames)
     register_batches(out, frames)
+    kept_with(out, "cached").update(kept)
     return out, interval
 
 
