@@ -261,14 +261,14 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
 EXPERIMENT_PARAMS.update(DATASET_PARAMS)
 # The DAGs' defaults ask a question where skew matters, time figures mean something and
 # the answer can be decided on this machine within a `make run` (issue 59): at Zipf 1.2
-# (paper 000 sweeps 0-1.5) hash's busiest node receives 3.7x the mean of the tuples
-# (tuple imbalance 2.7; 2.4x at 1.0), and the planners' node service is about a quarter
-# below hash's, which 5-6 rounds decide against a round-to-round noise of 5-15% (three
-# runs on 2026-12-02: capacity and node service of qmmp and mnrt decided by round 3, 5
-# and 7). At 1.0 (the default before) the difference was 10-20% and most verdicts stayed
-# undecided after 6 rounds; it stays one CONF away: {"zipf_s": 1.0}. 4.5M tuples at
-# 750k/s in 6 batches of 1 s give the slowest node about 60-100 ms of work per batch
-# (fixed per-task costs are a few ms).
+# (paper 000 sweeps 0-1.5) hash's busiest node receives about 3x the mean of the tuples
+# (tuple imbalance 2.1 over the batches; 1.1 at 1.0), and the planners' node service is
+# about a quarter below hash's, which 5-6 rounds decide against a round-to-round noise of
+# 5-15% (three runs on 2026-12-02: capacity and node service of qmmp and mnrt decided by
+# round 3, 5 and 7). At 1.0 (the default before) the difference was 10-20% and most
+# verdicts stayed undecided after 6 rounds; it stays one CONF away: {"zipf_s": 1.0}. 4.5M
+# tuples at 750k/s in 6 batches of 1 s give the slowest node about 60-100 ms of work per
+# batch (fixed per-task costs are a few ms).
 _DAG_DEFAULTS = {
     "zipf_s": (
         1.2,
