@@ -57,13 +57,14 @@ def test_a_range_of_verdicts_quoted_in_prose_is_checked(readings):
     # Given the crossover's prose with the planners' routing range at s = 1.4 edited
     spec = (
         "figures/crossover.csv route_s_total_verdict workload=topk load_per_node=1000000 "
-        "zipf_s=1.4 strategy=qmmp|mnrt|readj verdict range"
+        "zipf_s=1.4 strategy=qmmp|mnrt verdict range"
     )
     quoted = readings.quoted_value(spec)  # the lowest and highest change, whole percents
     assert quoted.endswith("%") and "-" in quoted
     text = readings.all_text()
-    at = text.index(f"and {quoted} at s = 1.4")
-    edited = text[:at] + "and 10-20% at s = 1.4" + text[at + len(f"and {quoted} at s = 1.4") :]
+    stated = f"for `qmmp` and `mnrt`, {quoted}"
+    at = text.index(stated)
+    edited = text[:at] + "for `qmmp` and `mnrt`, 10-20%" + text[at + len(stated) :]
     # Then that quote is named, and a quote no row matches is named too
     assert readings.check_quotes(edited) == [f"quote {spec}: the paragraph does not say {quoted}"]
     missing = "<!-- quote: figures/crossover.csv route_s_total_verdict strategy=nobody -->\nx\n"

@@ -71,6 +71,21 @@ def cluster(local_state):
 CLUSTER_ARGS = ["--executor-memory", "768m", "--total-executor-cores", "3"]
 
 
+@pytest.fixture(scope="module")
+def local_run(local_state, tmp_path_factory):
+    """The workload of this file (mnrt on TINY in 4 batches) run once in local mode: what
+    a cluster run, with or without a lost executor, must give. Returns (params, dataset
+    folder, record)."""
+    params = ExperimentSpec.checked(
+        {**TINY, "n_batches": 4, "strategies": ["mnrt"], "experiment": "e2e-cluster"}
+    )
+    folder, _ = generate(
+        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
+    )
+    tmp_path = tmp_path_factory.mktemp("local")
+    return params, folder, _submit("local[2]", _run("local", params, folder, tmp_path), [])
+
+
 def _run(label: str, params: ExperimentSpec, folder: Path, tmp_path: Path) -> GroupSpec:
     """One run of mnrt as a group of one cell and one round, its record under tmp_path."""
     cell = RunSpec(dataset_dir=str(folder), strategy="mnrt", params=params)
@@ -116,23 +131,18 @@ def test_the_cluster_listens_on_loopback_only_without_the_rest_submission_api(cl
     assert only_loopback(pids) == []
 
 
-def test_cluster_result_equals_local(cluster, tmp_path):
+def test_cluster_result_equals_local(cluster, local_run, tmp_path):
     cluster, _ = cluster
     with urllib.request.urlopen("http://127.0.0.1:8090/json/", timeout=5) as resp:
         info = json.load(resp)
     sizes = sorted((w["cores"], w["memory"]) for w in info["workers"] if w["state"] == "ALIVE")
     assert len(sizes) == 2 and sizes[0] != sizes[1]  # heterogeneous workers
 
-    params = ExperimentSpec.checked({**TINY, "strategies": ["mnrt"], "experiment": "e2e-cluster"})
-    folder, _ = generate(
-        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
-    )
-    results = {}
-    for label, master, extra in (
-        ("local", "local[2]", []),
-        ("cluster", cluster, CLUSTER_ARGS),
-    ):
-        results[label] = _submit(master, _run(label, params, folder, tmp_path), extra)
+    params, folder, local = local_run
+    results = {
+        "local": local,
+        "cluster": _submit(cluster, _run("cluster", params, folder, tmp_path), CLUSTER_ARGS),
+    }
     assert results["cluster"]["spark_master"] == cluster
     assert results["local"]["spark_master"] == "local[2]"
     # Routing is deterministic: the same tuples land on the same nodes, same TOPK.
@@ -144,19 +154,12 @@ def test_cluster_result_equals_local(cluster, tmp_path):
 
 # Last in the module: it kills a worker of the module's cluster.
 @pytest.mark.faults
-def test_a_run_survives_a_lost_executor(cluster, tmp_path):
+def test_a_run_survives_a_lost_executor(cluster, local_run, tmp_path):
     """A worker (and its executor) is SIGKILLed during a measured batch: the run finishes
     on the remaining worker from its reliable state checkpoints (``state_checkpoint``
     'auto' is reliable on a cluster), every batch passes the oracle, and the
     deterministic figures equal a run without the fault."""
-    params = ExperimentSpec.checked(
-        {**TINY, "n_batches": 4, "strategies": ["mnrt"], "experiment": "e2e-lost-executor"}
-    )
-    folder, _ = generate(
-        params["dataset"], datasets_dir(), generator_params(params["dataset"], params)
-    )
-
-    calm = _submit("local[2]", _run("calm", params, folder, tmp_path), [])
+    params, folder, calm = local_run
     faulty = _run("fault", params, folder, tmp_path)
     master, pids = cluster
     env = {**os.environ, **airflow_env()}
