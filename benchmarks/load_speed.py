@@ -56,30 +56,27 @@ def load(n: int, loads: int) -> None:
     folder, _ = generate(params.dataset, datasets_dir(), generator_params(params.dataset, params))
     replay = build_stream(params.workload.name, folder, params)
     spark = get_session(f"balancebench-load-{n}", master="local[*]")
-    rates = []
-    for i in range(loads):
+
+    def timed_load(label: str, n_batches: int) -> float:
+        """Load the stream in ``n_batches``, release it; print and return its rate."""
         started = time.perf_counter()
-        df, _ = load_replay(spark, replay, params.n_batches, params.n_senders)
+        df, _ = load_replay(spark, replay, n_batches, params.n_senders)
         seconds = time.perf_counter() - started
         release_replay(df)
-        rates.append(replay.n_tuples / seconds)
-        kind = "first (cold JVM)" if i == 0 else "again"
         print(
-            f"  {replay.n_tuples:>11,} tuples, load {i + 1} {kind:<16}: {seconds:6.1f} s, "
+            f"  {replay.n_tuples:>11,} tuples, {label:<23}: {seconds:6.1f} s, "
             f"{replay.n_tuples / seconds / 1e6:5.2f} M tuples/s",
             flush=True,
         )
+        return replay.n_tuples / seconds
+
+    rates = [
+        timed_load(f"load {i + 1} {'first (cold JVM)' if i == 0 else 'again'}", params.n_batches)
+        for i in range(loads)
+    ]
     # The same tuples as one batch, once more in the warm JVM: what the batches' own jobs
     # cost (each its row groups, its shuffle, its plan).
-    started = time.perf_counter()
-    df, _ = load_replay(spark, replay, 1, params.n_senders)
-    one = time.perf_counter() - started
-    release_replay(df)
-    print(
-        f"  {replay.n_tuples:>11,} tuples, as 1 batch (warm)    : {one:6.1f} s, "
-        f"{replay.n_tuples / one / 1e6:5.2f} M tuples/s",
-        flush=True,
-    )
+    timed_load("as 1 batch (warm)", 1)
     spark.stop()
     warm = max(rates[1:]) if len(rates) > 1 else rates[0]
     met = "met" if rates[0] >= 1e6 else "MISSED"

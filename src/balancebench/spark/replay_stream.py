@@ -120,8 +120,7 @@ def release_replay(stream: DataFrame) -> None:
     """Free a loaded replay stream's cached batches, and forget what was kept with it.
     The cached frames themselves, not the views over them that :func:`batch_frame` hands
     out (unpersisting a view frees nothing: its plan is not the cached one)."""
-    kept = _KEPT_WITH_STREAM.pop(stream, {})
-    for frame in [*kept.get("cached", {}).values(), *kept.get("batch_frames", {}).values()]:
+    for frame in _KEPT_WITH_STREAM.pop(stream, {}).get("cached", {}).values():
         frame.unpersist()
     stream.unpersist()
 
