@@ -86,6 +86,16 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
+def bound_target(ratio: Any, bound: float) -> str:
+    """A ratio's target "at most ``bound``x": met where its whole interval is at or below
+    the bound, MISSED where it is wholly above, else undecided."""
+    return "met" if ratio.hi <= bound else "MISSED" if ratio.lo > bound else "undecided"
+
+
+#: The tables section's split keys: every ``SPLIT_EVERY``-th key of a table, over two nodes.
+SPLIT_EVERY = 4
+
+
 def topk_params(args: argparse.Namespace, **overrides: Any) -> ExperimentSpec:
     """``make run``'s defaults (TOPK, 4.5M tuples at 750k/s, 6 batches, 8 nodes)."""
     return ExperimentSpec.checked({"warmup_batches": 2, **overrides})
@@ -160,8 +170,7 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
         assert ratio is not None
         line = f"ratio {ratio.estimate:.2f} [{ratio.lo:.2f}, {ratio.hi:.2f}]"
         if name in ("pkg", "wchoices"):
-            target = "met" if ratio.hi <= 1.5 else "MISSED" if ratio.lo > 1.5 else "undecided"
-            line += f", target <= 1.5x: {target}"
+            line += f", target <= 1.5x: {bound_target(ratio, 1.5)}"
         python = med([r[1] for r in runs[name]]) * 1e9
         print(f"  {name:>15} {med(total) * 1e9:>9.0f} {python:>10.0f}  {line}")
     print(
@@ -214,7 +223,7 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         keys = np.r_[stream_keys[:size], rng.integers(10**9, 10**12, extra)]
         keys = np.unique(keys)
         moved = (home_nodes(keys, n) + 1) % n
-        split = np.arange(len(keys)) % 4 == 0  # every fourth key over two nodes
+        split = np.arange(len(keys)) % SPLIT_EVERY == 0
         part_key = np.r_[keys, keys[split]]
         part_node = np.r_[moved, (moved[split] + 1) % n]
         return RoutingTable.from_parts(part_key, part_node, np.ones(len(part_key)), n)
@@ -228,7 +237,7 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     # What splitting costs without any lookup: the decisions of the tables whose keys are
     # all the stream's (moved whole to home + 1, every fourth split over home + 1 and
     # home + 2 by the tuple's unit) as Spark SQL arithmetic on a stream whose keys are
-    # 0 .. n - 1, so every fourth key is the one with key % 4 == 0.
+    # 0 .. n - 1, so every fourth key is the one with key % SPLIT_EVERY == 0.
     dense_keys = np.array_equal(stream_keys, np.arange(len(stream_keys)))
     split_only = "splits, no lookup"
     if dense_keys and any(size >= len(stream_keys) for size in args.table_sizes):
@@ -246,7 +255,8 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
             routed = _sql_route(spark, frame, table)
         elif name == split_only:
             moved = (home_node("key", n) + 1) % n
-            apart = F.when(F.col("key") % 4 == 0, fraction_unit("tuple_id").bitwiseAND(F.lit(1)))
+            split = F.col("key") % SPLIT_EVERY == 0
+            apart = F.when(split, fraction_unit("tuple_id").bitwiseAND(F.lit(1)))
             node = ((moved + F.coalesce(apart, F.lit(0))) % n).cast("int")
             routed = frame.withColumn("node", node).withColumn("role", F.lit(STORE))
         else:
@@ -300,8 +310,7 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         assert ratio is not None
         line = f"{v.text()}; ratio {ratio.estimate:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}]"
         if jvm:
-            target = "met" if ratio.hi <= 1.05 else "MISSED" if ratio.lo > 1.05 else "undecided"
-            line += f", target <= 1.05x: {target}"
+            line += f", target <= 1.05x: {bound_target(ratio, 1.05)}"
         print(
             f"  {name:>20} {len(table):>8} {med(runs[name]) * 1e9:>9.1f} "
             f"{med(bases[name]) * 1e9:>9.1f}  {line}"
