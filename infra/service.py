@@ -8,8 +8,8 @@ a Unix socket in that folder only (no TCP port; the library moves the socket to 
 folder if that path is too long for one), a password required. It holds two
 databases: ``airflow`` (Airflow's metadata DB, driver psycopg2) and ``mlflow`` (MLflow's
 tracking store). Run as root, the library runs PostgreSQL (which refuses root) as a system
-user ``pgserver`` it creates, owning the data folder. Then ``start`` runs, each in its own
-process group, with its pid file under ``.local/service/``:
+user ``pgserver`` (created here under a lock when missing), owning the data folder. Then
+``start`` runs, each in its own process group, with its pid file under ``.local/service/``:
 
 - ``mlflow server`` on 127.0.0.1:``MLFLOW_PORT`` (5000), basic authentication on (MLflow's
   ``basic-auth`` app with one page added, ``balancebench.mlflow_app``; its users in
@@ -191,16 +191,56 @@ def _create_databases(socket_dir: Path, password: str) -> None:
         con.close()
 
 
+#: The system user the library runs PostgreSQL as when we are root (PostgreSQL refuses root).
+PG_SYSTEM_USER = "pgserver"
+
+
+def _ensure_system_user() -> None:
+    """Run as root, create PostgreSQL's system user under a machine-wide lock. The library
+    would create it itself with ``useradd`` when missing, unlocked: two services starting
+    at once on a fresh machine (the fault tests' two) would both look, and both add."""
+    if os.geteuid() != 0:
+        return
+    import fcntl
+    import pwd
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "balancebench-pgserver-user.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            pwd.getpwnam(PG_SYSTEM_USER)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "-s", "/bin/bash", PG_SYSTEM_USER], check=True, capture_output=True
+            )
+
+
+def _data_folder_owner() -> str:
+    """Who owns the data folder, against whom PostgreSQL runs as: what an initdb that may
+    not set the folder's permissions (EPERM) needs to be traced."""
+    import pwd
+
+    try:
+        owner = pg_dir().stat().st_uid
+        runs_as = pwd.getpwnam(PG_SYSTEM_USER).pw_uid if os.geteuid() == 0 else os.geteuid()
+    except (OSError, KeyError) as exc:
+        return f"owner unknown: {exc}"
+    return f"{pg_dir()} owned by uid {owner}; PostgreSQL runs as uid {runs_as}"
+
+
 def start_postgres(password: str) -> Path:
     """Start (or find running) the service's PostgreSQL with its two databases; returns the
     folder of its Unix socket."""
     was_running = _postmaster()
     log = pg_dir() / "log"
     try:
+        _ensure_system_user()
         # cleanup_mode None: the server outlives this command; `stop` stops it.
         _pgserver().get_server(pg_dir(), cleanup_mode=None, postgres_version=PG_VERSION)
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-        raise SystemExit(f"PostgreSQL did not start ({exc}); see {log}") from None
+        raise SystemExit(
+            f"PostgreSQL did not start ({exc}; {_data_folder_owner()}); see {log}"
+        ) from None
     found = _postmaster()
     if found is None:
         raise SystemExit(f"PostgreSQL did not start; see {log}")
