@@ -22,7 +22,10 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
   holding tables of ``--table-sizes`` keys, hits and splits included) against no table,
   on the JVM router and, for comparison, on Spark SQL (``--table-paths``), in
   ``--table-rounds`` paired rounds of one job per batch and table, each beside a job of no
-  table (issue 59).
+  table (issue 59). Where the stream's keys are 0 .. n - 1, two traces with no table:
+  "splits, no lookup" (the tables' decisions as arithmetic) and "unit, no split" (the
+  split keys' units computed, every key kept whole), which part the split decisions cost
+  and which the lookup (``docs/data/split_trace.txt``).
   Target: the JVM router <= 1.05x at every size (the lookup's cost does not grow with the
   table).
 - ``fixed``: ``node_fixed_s`` (the engine's calibration batch: no tuples, no state,
@@ -240,8 +243,12 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     # 0 .. n - 1, so every fourth key is the one with key % SPLIT_EVERY == 0.
     dense_keys = np.array_equal(stream_keys, np.arange(len(stream_keys)))
     split_only = "splits, no lookup"
+    # The same arithmetic with the unit computed but every key kept whole (its part bit
+    # masked to 0): what the unit's hash costs, apart from what spreading a key costs.
+    unit_only = "unit, no split"
     if dense_keys and any(size >= len(stream_keys) for size in args.table_sizes):
         variants[split_only] = (RoutingTable.empty(n), None)
+        variants[unit_only] = (RoutingTable.empty(n), None)
     frames = [batch_frame(cell.df, b).select(*BATCH_COLUMNS) for b in range(params["n_batches"])]
     tuples = sum(cell.df.where(F.col("batch") == b).count() for b in range(len(frames)))
     reader = TaskMetricsReader(spark.sparkContext)
@@ -253,10 +260,11 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
         spark.sparkContext.setJobGroup(group, f"routing under {name}")
         if jvm is False:  # the Spark SQL path, for comparison
             routed = _sql_route(spark, frame, table)
-        elif name == split_only:
+        elif name in (split_only, unit_only):
             moved = (home_node("key", n) + 1) % n
             split = F.col("key") % SPLIT_EVERY == 0
-            apart = F.when(split, fraction_unit("tuple_id").bitwiseAND(F.lit(1)))
+            part_bit = F.lit(1 if name == split_only else 0)
+            apart = F.when(split, fraction_unit("tuple_id").bitwiseAND(part_bit))
             node = ((moved + F.coalesce(apart, F.lit(0))) % n).cast("int")
             routed = frame.withColumn("node", node).withColumn("role", F.lit(STORE))
         else:
