@@ -12,12 +12,18 @@ import numpy as np
 import pytest
 
 from balancebench.stats import (
+    DECIDE_POWER,
     HIGHER,
+    LEVEL,
     LOWER,
     Outcome,
+    Ratio,
+    _t,
     mean_interval,
     ratio_interval,
     repetition_stats,
+    resolvable_change,
+    rounds_to_decide,
     sequential_alpha,
     verdict,
 )
@@ -149,3 +155,34 @@ def test_a_change_inside_the_margin_is_equivalent_even_where_it_is_exact():
     assert verdict(base, [0.995 * b for b in base], LOWER, margin=0.0).text() == (
         "0.5% faster [0.5%, 0.5%]"
     )
+
+
+@pytest.mark.parametrize("true_change, spread", [(1.05, 0.08), (0.93, 0.12), (1.02, 0.03)])
+def test_the_rounds_estimated_to_decide_do_decide_that_often_in_simulation(true_change, spread):
+    """An undecided verdict says how many rounds would decide it. Given the true change and
+    the spread (a 6-round interval of exactly that spread), the rounds estimated decide
+    (interval excludes 1) about DECIDE_POWER of the time in simulation, and half as many
+    rounds clearly less often."""
+    n0 = 6
+    half = _t(LEVEL, n0 - 1) * spread / math.sqrt(n0)
+    mu = math.log(true_change)
+    seen = Ratio(true_change, math.exp(mu - half), math.exp(mu + half), n0, True, LEVEL)
+    rounds = rounds_to_decide(seen)
+    assert rounds is not None and rounds > n0
+
+    rng = np.random.default_rng(7)
+
+    def decided_share(m: int) -> float:
+        logs = rng.normal(mu, spread, size=(4000, m))
+        t = logs.mean(axis=1) / (logs.std(axis=1, ddof=1) / math.sqrt(m))
+        return float(np.mean(np.abs(t) > _t(LEVEL, m - 1)))
+
+    assert DECIDE_POWER - 0.04 <= decided_share(rounds) <= DECIDE_POWER + 0.04
+    assert decided_share(max(2, rounds // 2)) < DECIDE_POWER - 0.15
+    # What those rounds resolve now: the interval's half-width as a share.
+    assert resolvable_change(seen) == pytest.approx(math.exp(half) - 1)
+
+
+def test_no_rounds_are_promised_for_a_change_within_the_noise():
+    assert rounds_to_decide(Ratio(1.0, 0.9, 1.1, 6, True, LEVEL)) is None
+    assert rounds_to_decide(Ratio(1.0005, 0.9, 1.1, 6, True, LEVEL)) is None  # > the cap

@@ -543,33 +543,17 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     params["strategies"] = json.loads(logged.get("strategies", "[]"))
     found = experiment_comparison(parent, params, TABLE_METRICS)
     rows = comparison_table(found.columns, found.cell_runs) if found.cell_runs else None
-    # Metrics as rows, strategies as columns: fits a terminal for any number of metrics.
-    table = Table(title=f"{DAG_ID}: parent run {parent} ({status}): mean [95% CI] over rounds")
-    table.add_column("metric")
+    print(f"{DAG_ID}: parent run {parent} ({status})")
+    if found.rows:
+        console.print(_verdict_table(found))
     if rows is None:
         print("comparison:   none (no strategy finished a round)")
     else:
         rows = rows.set_index("strategy")
         order = params["strategies"]
         names = [s for s in order if s in rows.index] + [s for s in rows.index if s not in order]
-        for name in names:
-            table.add_column(str(name), justify="right")
-        table.add_row("rounds", *(_fmt(rows.loc[name, "rounds_finished"]) for name in names))
-        for m in TABLE_METRICS:
-            table.add_row(
-                m,
-                *(
-                    _interval(
-                        rows.loc[name, m],
-                        rows.loc[name, f"{m}_ci95_lo"],
-                        rows.loc[name, f"{m}_ci95_hi"],
-                    )
-                    for name in names
-                ),
-            )
-        console.print(table)
-    if found.rows:
-        console.print(_verdict_table(found))
+        for table in _detail_tables(rows, names):
+            console.print(table)
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
     out = results_dir() / parent
     if (out / "comparison.csv").exists():
@@ -580,45 +564,120 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")
     print("\n".join(tracking.how_to_open(parent_run.info.experiment_id, parent)))
+    if found.rows:  # the last word is the answer, one line per strategy
+        _print_answer(found.rows, int(params["max_rounds"]))
     return status == "FINISHED" and rows is not None
 
 
+def _count(value: Any) -> str:
+    return f"{value:.0f}" if isinstance(value, int | float) and value == value else "-"
+
+
+def _wrapped(text: str, indent: str = "  ") -> str:
+    """``text`` wrapped to the terminal, its later lines indented."""
+    import textwrap
+
+    width = max(40, console.width)
+    return textwrap.fill(text, width=width, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _print_answer(rows: list[Any], max_rounds: int) -> None:
+    """One line per strategy in the verdicts' words, then what would decide each open
+    verdict (the smallest change the rounds resolve, the rounds to decide, the Param)."""
+    from balancebench.round_runs import answer_lines, to_decide
+
+    print("\nanswer:")
+    for line in answer_lines(rows):
+        print(_wrapped("  " + line, "    "))
+    hints = [h for h in (to_decide(r, max_rounds) for r in rows) if h]
+    if hints:
+        print("to decide the open verdicts:")
+        for hint in hints:
+            print(_wrapped("  " + hint, "    "))
+
+
 def _verdict_table(found: Any) -> Table:
-    """Per headline figure: each strategy's mean [95% interval] over the rounds, its
-    ratio to the baseline [interval] on the paired rounds, and the verdict."""
-    table = Table(title="verdicts: each strategy against the baseline on the paired rounds")
-    for column in ("figure", "strategy", "mean [95% CI]", "ratio [interval]", "verdict"):
-        table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
+    """Per headline figure (its unit in the heading): each strategy's mean [95% interval]
+    over the rounds and its verdict against the baseline on the paired rounds."""
+    from rich import box
+
+    from balancebench.units import interval, unit_for
+
+    table = Table(
+        title="the verdicts: each strategy against the baseline, paired rounds",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    table.add_column("figure, strategy", no_wrap=True)
+    table.add_column("mean [95% CI]", justify="right", no_wrap=True)
+    table.add_column("against the baseline", no_wrap=True)
     for figure in dict.fromkeys(r.figure for r in found.rows):
         rows = [r for r in found.rows if r.figure == figure]
         base = rows[0].baseline
-        for i, name in enumerate([base, *(r.strategy for r in rows)]):
-            cols = found.columns.get(name, {})
-            mean = _interval(*(cols.get(f"{figure}_{k}") for k in ("mean", "ci95_lo", "ci95_hi")))
-            if i == 0:
-                table.add_row(figure_words(figure), name, mean, "1", "(baseline)")
-                continue
-            v = rows[i - 1].verdict
-            ratio = (
-                f"{v.ratio.estimate:.3f} [{v.ratio.lo:.3f}, {v.ratio.hi:.3f}]" if v.ratio else "-"
+
+        ends = {
+            name: tuple(
+                found.columns.get(name, {}).get(f"{figure}_{k}")
+                for k in ("mean", "ci95_lo", "ci95_hi")
             )
-            table.add_row("", name, mean, ratio, rows[i - 1].text)
+            for name in [base, *(r.strategy for r in rows)]
+        }
+        mean = ends[base][0]
+        unit = unit_for(figure, mean if isinstance(mean, float) else float("nan"))
+        named = f" ({unit.name})" if unit.name else ""
+        table.add_row(f"[bold]{figure_words(figure)}{named}[/bold]", "", "")
+        table.add_row(f"  {base}", interval(figure, *ends[base], unit=unit), "(baseline)")
+        for r in rows:
+            table.add_row(f"  {r.strategy}", interval(figure, *ends[r.strategy], unit=unit), r.text)
     return table
 
 
-def _interval(mean: object, lo: object, hi: object) -> str:
-    """``mean [lo, hi]``, or the mean alone where there is no interval."""
-    if not isinstance(lo, float) or lo != lo or lo == hi:
-        return _fmt(mean)
-    return f"{_fmt(mean)} [{_fmt(lo)}, {_fmt(hi)}]"
+def _detail_tables(rows: Any, names: list[str]) -> list[Table]:
+    """The rest of the comparison as details: one row per figure (its words and unit),
+    each strategy's mean over the rounds ± its 95% interval's half-width; as many tables
+    as it takes to keep the strategies' columns inside the terminal."""
+    from rich import box
 
+    from balancebench.compare import TABLE_WORDS
+    from balancebench.rounds import VERDICT_FIGURES
+    from balancebench.units import spread, unit_for
 
-def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    shown = [m for m in TABLE_WORDS if m not in VERDICT_FIGURES]
+    cells: dict[str, list[str]] = {}
+    labels: dict[str, str] = {}
+    for m in shown:
+        base = float(rows.loc[names[0], m])
+        unit = unit_for(m, base)
+        labels[m] = TABLE_WORDS[m] + (f" ({unit.name})" if unit.name else "")
+        cells[m] = [
+            spread(m, *(rows.loc[n, c] for c in (m, f"{m}_ci95_lo", f"{m}_ci95_hi")), unit)
+            for n in names
+        ]
+    label_width = max(len(v) for v in labels.values())
+    cell_width = max(max(len(c) for c in cs) for cs in cells.values())
+    cell_width = max(cell_width, *(len(n) for n in names))
+    per_table = max(1, (max(40, console.width) - label_width - 1) // (cell_width + 2))
+    tables = []
+    for first in range(0, len(names), per_table):
+        part = names[first : first + per_table]
+        table = Table(
+            title="details: mean over rounds ± its 95% CI's half-width" if first == 0 else None,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+        )
+        table.add_column("figure", no_wrap=True)
+        for name in part:
+            table.add_column(name, justify="right", no_wrap=True)
+        rounds = [_count(rows.loc[n, "rounds_finished"]) for n in part]
+        table.add_row("rounds", *rounds)
+        for m in shown:
+            table.add_row(labels[m], *cells[m][first : first + per_table])
+        tables.append(table)
+    return tables
 
 
 @_command()

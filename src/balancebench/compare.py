@@ -11,34 +11,39 @@ from typing import Any
 
 from balancebench.lazy import lazy_module
 from balancebench.plotting import strategy_color, strategy_order
+from balancebench.rounds import FIGURE_WORDS
 
 # Loaded on first use: the CLI reads its arguments without it (lazy.py).
 pd = lazy_module("pandas")
 
-#: Columns of the comparison table, in order (all defined in ``metrics``).
-TABLE_METRICS = [
-    "imbalance_max_over_mean_mean",
-    "makespan_s_total",
-    "makespan_over_ideal_mean",
-    "route_s_total",
-    "latency_p50_s",
-    "latency_p99_s",
-    "throughput_tuples_per_s",
-    "capacity_tuples_per_s",
-    "sustainable_rate_tuples_per_s",
-    "plan_time_ms_mean",
-    "routing_table_entries_max",
-    "migrated_tuples_total",
-    "migration_bytes_total",
-    "migration_s_total",
-    "harness_s_total",
-    "avg_received_tuples_per_node_total",
-    "replication_factor_total",
-    "state_tuples_max_node_max",
-    "nodes_used_max",
-    "result_rows_total",
-    "oracle_passed",
-]
+#: The comparison table's figures in order (each defined in ``metric_definitions``), with
+#: the words the terminal and the report name them by (the unit follows from the name:
+#: ``units``). The headline figures (``rounds.VERDICT_FIGURES``) take the verdict's words.
+TABLE_WORDS: dict[str, str] = {
+    "imbalance_max_over_mean_mean": "imbalance (max/mean node load)",
+    "makespan_s_total": FIGURE_WORDS["makespan_s_total"],
+    "makespan_over_ideal_mean": "node service / ideal",
+    "route_s_total": FIGURE_WORDS["route_s_total"],
+    "latency_p50_s": "p50 latency",
+    "latency_p99_s": FIGURE_WORDS["latency_p99_s"],
+    "throughput_tuples_per_s": FIGURE_WORDS["throughput_tuples_per_s"],
+    "capacity_tuples_per_s": FIGURE_WORDS["capacity_tuples_per_s"],
+    "sustainable_rate_tuples_per_s": "sustainable rate",
+    "plan_time_ms_mean": FIGURE_WORDS["plan_time_ms_mean"],
+    "routing_table_entries_max": "routing table entries",
+    "migrated_tuples_total": "migrated tuples",
+    "migration_bytes_total": "migrated bytes",
+    "migration_s_total": "migration time",
+    "harness_s_total": "harness, not charged",
+    "avg_received_tuples_per_node_total": FIGURE_WORDS["avg_received_tuples_per_node_total"],
+    "replication_factor_total": "replication factor",
+    "state_tuples_max_node_max": "state tuples, largest node",
+    "nodes_used_max": FIGURE_WORDS["nodes_used_max"],
+    "result_rows_total": "result rows",
+    "oracle_passed": "oracle passed",
+}
+#: Columns of the comparison table, in order.
+TABLE_METRICS = list(TABLE_WORDS)
 SERIES = ["imbalance_max_over_mean", "makespan_s"]
 
 #: How a strategy run's metrics are named in MLflow, so its UI shows the headline first:

@@ -28,7 +28,14 @@ from balancebench.rounds import (
     group_verdicts,
     verdict_text,
 )
-from balancebench.stats import Verdict, columns_over
+from balancebench.stats import (
+    DECIDE_POWER,
+    Verdict,
+    columns_over,
+    resolvable_change,
+    rounds_to_decide,
+)
+from balancebench.units import unit_for
 
 # Loaded on first use: the CLI reads its arguments without it (lazy.py).
 pd = lazy_module("pandas")
@@ -144,15 +151,55 @@ def verdict_text_table(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[s
     for figure in dict.fromkeys(r.figure for r in rows):
         here = [r for r in rows if r.figure == figure]
         base = here[0].baseline
-        lines.append(f"{figure_words(figure)} ({figure}), against {base}:")
         mean = means.get(base, {}).get(figure)
+        unit = unit_for(figure, mean if mean is not None else float("nan"))
+        named = f", {unit.name}" if unit.name else ""
+        lines.append(f"{figure_words(figure)} ({figure}{named}), against {base}:")
         if mean is not None:
-            lines.append(f"  {base:>12}  {mean:.4g}  (baseline)")
+            lines.append(f"  {base:>12}  {unit.number(mean):>8}  (baseline)")
         for r in here:
             value = means.get(r.strategy, {}).get(figure)
-            shown = f"{value:.4g}" if value is not None else "-"
-            lines.append(f"  {r.strategy:>12}  {shown}  {r.text}")
+            shown = unit.number(value) if value is not None else "-"
+            lines.append(f"  {r.strategy:>12}  {shown:>8}  {r.text}")
     return "\n".join(lines)
+
+
+def answer_lines(rows: Sequence[VerdictRow]) -> list[str]:
+    """The answer, one line per strategy in the verdicts' words: ``qmmp against hash:
+    capacity 17.3% faster [8.9%, 26.4%]; node service ...`` (the figures in the policy's
+    order)."""
+    lines = []
+    for strategy in dict.fromkeys(r.strategy for r in rows):
+        mine = [r for r in rows if r.strategy == strategy]
+        said = "; ".join(f"{figure_words(r.figure)} {r.text}" for r in mine)
+        lines.append(f"{strategy} against {mine[0].baseline}: {said}")
+    return lines
+
+
+def to_decide(row: VerdictRow, max_rounds: int) -> str | None:
+    """What would decide an open verdict, from its rounds: the smallest change they
+    resolve, the rounds estimated to decide the change seen (``stats.rounds_to_decide``)
+    and the Param that sets them. None for a decided verdict."""
+    v = row.verdict
+    if v.decided or v.ratio is None:
+        return None
+    resolves = resolvable_change(v.ratio) * 100
+    head = (
+        f"{row.strategy}'s {figure_words(row.figure)}: {v.n} rounds resolve a change "
+        f"beyond ±{resolves:.1f}%"
+    )
+    needed = rounds_to_decide(v.ratio)
+    seen = abs(v.change(v.ratio.estimate)) * 100
+    if needed is None:
+        return (
+            f"{head}; the {seen:.1f}% seen is within the noise (more rounds narrow the "
+            "±: four times the rounds, half the width; Param max_rounds)"
+        )
+    odds = round(DECIDE_POWER * 10)
+    return (
+        f"{head}; about {needed} rounds would decide the {seen:.1f}% seen, {odds} times "
+        f"in 10: set max_rounds (now {max_rounds}) to {needed} or more"
+    )
 
 
 @dataclass(frozen=True)

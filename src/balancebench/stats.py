@@ -51,6 +51,10 @@ LOWER, HIGHER = "lower", "higher"
 LEVEL: Final[float] = 0.95
 #: The default equivalence margin (the Param ``equivalence_margin``): within ±3%.
 DEFAULT_MARGIN: Final[float] = 0.03
+#: The chance at which :func:`rounds_to_decide` estimates the rounds that decide.
+DECIDE_POWER: Final[float] = 0.8
+#: Beyond this many rounds :func:`rounds_to_decide` gives up (the change seen is noise).
+DECIDE_CAP: Final[int] = 1000
 #: Simulated look schedules behind :func:`sequential_alpha` (seeded: same answer always).
 _SEQUENTIAL_PATHS: Final[int] = 40_000
 
@@ -184,6 +188,51 @@ def ratio_interval(
     df = (vb + vo) ** 2 / (vb**2 / (len(lb) - 1) + vo**2 / (len(lo_) - 1))
     half = _t(level, df) * se
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, False, level)
+
+
+def resolvable_change(ratio: Ratio) -> float:
+    """The smallest change the rounds so far resolve: the interval's half-width on the
+    log scale as a share (0.092: a true change under about ±9.2% cannot be told from no
+    change at these rounds)."""
+    return math.exp((math.log(ratio.hi) - math.log(ratio.lo)) / 2) - 1
+
+
+def rounds_to_decide(
+    ratio: Ratio, power: float = DECIDE_POWER, cap: int = DECIDE_CAP
+) -> int | None:
+    """The paired rounds at which the interval would exclude 1 with chance ``power``, if
+    the true change were the one seen and the rounds spread as those seen: the power of
+    the two-sided t test on the log-ratios (noncentral t), at the interval's own level
+    (under sequential looks the level of the look schedule the rounds had; a longer
+    schedule's is a little stricter). None when no change is seen or the spread is 0, and
+    when more than ``cap`` rounds would be needed (the change seen is within the noise).
+    Checked by simulation in ``tests/test_stats.py``."""
+    from scipy import stats
+
+    effect = abs(math.log(ratio.estimate))
+    half = (math.log(ratio.hi) - math.log(ratio.lo)) / 2
+    if effect == 0 or half == 0 or ratio.n < 2:
+        return None
+    sd = half * math.sqrt(ratio.n) / _t(ratio.level, ratio.n - 1)
+    for rounds in range(2, cap + 1):  # the power grows with the rounds: the first that reaches it
+        if _power(stats, effect, sd, rounds, ratio.level) >= power:
+            return rounds
+    return None
+
+
+def _power(stats: object, effect: float, sd: float, rounds: int, level: float) -> float:
+    """Chance that a t interval at ``level`` on ``rounds`` normal log-ratios of mean
+    ``effect`` and spread ``sd`` excludes 0."""
+    df = rounds - 1
+    crit = _t(level, df)
+    nc = effect * math.sqrt(rounds) / sd
+    nct = stats.nct  # type: ignore[attr-defined]
+    found = float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+    if math.isfinite(found):
+        return found
+    # scipy's noncentral t gives NaN far in its tail: the normal approximation there.
+    norm = stats.norm  # type: ignore[attr-defined]
+    return float(norm.sf(crit - nc) + norm.cdf(-crit - nc))
 
 
 class Outcome(StrEnum):

@@ -89,7 +89,7 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     }
     done = subprocess.run(
         [str(BIN / "balancebench"), "run", "--conf", json.dumps(conf)],
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "80"},
         capture_output=True,
         text=True,
         timeout=900,
@@ -97,15 +97,22 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     out = done.stdout
-    assert "results:" in out and "latency_p50_s" in out, out[-3000:]
-    # The verdicts table: every headline figure, hash's mean as the baseline, mnrt's
-    # mean, ratio and verdict.
-    assert "verdicts: each strategy against the baseline on the paired rounds" in out
+    assert "results:" in out and re.search(r"p50 latency \((ms|s)\)", out), out[-3000:]
+    # The verdicts first: every headline figure with its unit, hash's mean as the
+    # baseline, mnrt's mean and verdict; in an 80-column terminal nothing wraps and no
+    # number prints in e-notation.
+    report = out[out.index("the verdicts: each strategy against the baseline") :]
     for words in ("capacity", "node service", "routing", "p99 latency"):
-        assert re.search(rf"│ {words}\s+│\s+hash │ .* │\s+1 │ \(baseline\)", out), words
-    verdict_rows = [line for line in out.splitlines() if re.search(r"│\s+mnrt │", line)]
-    assert len(verdict_rows) == 4, out[-4000:]
+        assert re.search(rf"^{words} \(\S+( tuples/s)?\)\s*$", report, re.M), words
+    assert len(re.findall(r"^  hash\s+\S.* \(baseline\)", report, re.M)) == 4, report
+    verdict_rows = re.findall(r"^  mnrt\s+[\d,.]+ .*$", report.split("details:")[0], re.M)
+    assert len(verdict_rows) == 4, report[:3000]
     assert all(re.search(r"faster|slower|equivalent|no clear|no ratio", r) for r in verdict_rows)
+    tables = report[: report.index("results:")] + report[report.index("answer:") :]
+    assert all(len(line) <= 80 for line in tables.splitlines()), tables
+    assert not re.search(r"\de[+-]\d", tables), tables
+    # It ends with the answer, one line per strategy in the verdicts' words.
+    assert re.search(r"^  mnrt against hash: capacity ", report, re.M), report[-2000:]
     parents = _parents("e2e")
     assert len(parents) == 1
     parent = parents.iloc[0]
