@@ -19,6 +19,9 @@ root_doc = "index"
 exclude_patterns = ["_build", "data", "figures/*.csv", "figures/crossover-target"]
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence"]
+# Straight quotes everywhere: a JSON example copied from a page must parse (Sphinx would
+# turn '{"zipf_s": 1.2}' into curly quotes outside code spans).
+smartquotes = False
 html_theme = "furo"
 html_title = "balancebench"
 html_show_sourcelink = False

@@ -107,6 +107,14 @@ def test_every_dag_triggers_on_its_defaults_with_sectioned_fields(dagbag, dag_id
         assert param.schema.get("section"), f"{dag_id}.{name} has no section"
     sections = {p.schema["section"] for p in dag.params.values()}
     assert len(sections) >= 2
+    # No test hook in a production form (issue 60): the tests get theirs another way.
+    assert not [n for n in dag.params if n.startswith("test_")], dag_id
+    assert "Testing" not in sections, dag_id
+    # Every list of names is a multi-select of the valid names (``examples``).
+    for name, param in dag.params.items():
+        items = param.schema.get("items")
+        if isinstance(items, dict) and "enum" in items:
+            assert param.schema.get("examples") == items["enum"], f"{dag_id}.{name}"
 
 
 def test_nightly_sweep_shape_schedule_and_timed_concurrency(dagbag):

@@ -97,3 +97,91 @@ def test_the_site_renders_in_a_browser(site):
         widths = images.evaluate_all("imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
         assert min(widths) > 0, widths  # every figure loaded
         browser.close()
+
+
+def _code_texts(site: Path) -> list[tuple[str, str]]:
+    """(page, text) of every code span and block of the built site, as a reader copies it."""
+    import html
+    import re
+
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        if "_modules" in page.parts or page.name in ("genindex.html", "search.html"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"<(?:code|pre)[^>]*>(.*?)</(?:code|pre)>", text, re.S):
+            found.append((page.name, html.unescape(re.sub(r"<[^>]+>", "", block))))
+    return found
+
+
+#: Examples that are meant not to pass the door, each with why (the page says so).
+REFUSED_ON_PURPOSE = {
+    '{"n_nodes": 0, "n_nodes": 4}': "outputs.md: a duplicate key, refused",
+    '{"strategies": ["hash", "qmmp", "mine"]}': "new-strategy.md: a strategy you add",
+}
+
+
+def test_every_json_example_on_the_site_parses_and_passes_its_door(site):
+    """A JSON example copied from a page parses (straight quotes) and passes the Params
+    door of the DAG its names belong to; templates (``<model>``, ``C``) are left out."""
+    import json
+    import re
+
+    from balancebench.experiment_params import (
+        EXPERIMENT_PARAMS,
+        validate_dataset_params,
+        validate_params,
+    )
+    from balancebench.model_sweep import validate_model_params
+    from balancebench.sweep_grid import SWEEP_PARAMS, validate_sweep_params
+
+    examples = {
+        (page, m.group(0))
+        for page, text in _code_texts(site)
+        for m in re.finditer(r"\{\"[^\n]*\}", text)
+    }
+    assert len(examples) >= 10
+    # Nor in the prose: Sphinx's smart quotes once turned '{"zipf_s": 1.2}' into curly ones.
+    curly = [p.name for p in site.rglob("*.html") if "{“" in p.read_text(encoding="utf-8")]
+    assert not curly, curly
+    checked = 0
+    for page, example in sorted(examples):
+        if re.search(r"<|\b[A-Z]\b|\.\.\.", example) or example in REFUSED_ON_PURPOSE:
+            continue
+        if page == "history.html":  # past runs quoted as they were, old Param names too
+            continue
+        try:
+            values = json.loads(example)
+        except json.JSONDecodeError as exc:
+            raise AssertionError(f"{page}: {example} does not parse ({exc})") from None
+        if set(values) <= set(EXPERIMENT_PARAMS):
+            door = validate_params
+        elif set(values) <= set(SWEEP_PARAMS):
+            door = validate_sweep_params
+        elif "model" in values:
+            door = validate_model_params
+        else:
+            door = validate_dataset_params
+        try:
+            door(values)
+        except ValueError as exc:
+            raise AssertionError(f"{page}: {example} is refused: {exc}") from None
+        checked += 1
+    assert checked >= 10
+
+
+def test_every_command_on_the_site_has_its_help(site):
+    """Each ``balancebench <command>`` a page shows exists (``--help`` exits 0)."""
+    import re
+
+    commands = {
+        m.group(1)
+        for _, text in _code_texts(site)
+        # (not the log lines' "[balancebench progress]" prefix)
+        for m in re.finditer(r"(?<![\[\w/.-])balancebench ([a-z][a-z-]+)", text)
+    }
+    assert {"run", "report", "generate"} <= commands
+    cli = str(Path(sys.executable).parent / "balancebench")
+    for command in sorted(commands):
+        done = subprocess.run([cli, command, "--help"], capture_output=True, text=True)
+        assert done.returncode == 0, f"balancebench {command} --help: {done.stderr[-500:]}"

@@ -597,11 +597,12 @@ def _print_answer(rows: list[Any], max_rounds: int) -> None:
 
 
 def _verdict_table(found: Any) -> Table:
-    """Per headline figure (its unit in the heading): each strategy's mean [95% interval]
-    over the rounds and its verdict against the baseline on the paired rounds."""
+    """Per headline figure (its unit beside it): each strategy's mean over the rounds and
+    its verdict against the baseline on the paired rounds, the interval the verdict's own
+    (the means' intervals are in comparison.csv). Narrow enough for 80 columns."""
     from rich import box
 
-    from balancebench.units import interval, unit_for
+    from balancebench.units import unit_for
 
     table = Table(
         title="the verdicts: each strategy against the baseline, paired rounds",
@@ -610,27 +611,26 @@ def _verdict_table(found: Any) -> Table:
         show_edge=False,
         pad_edge=False,
     )
-    table.add_column("figure, strategy", no_wrap=True)
-    table.add_column("mean [95% CI]", justify="right", no_wrap=True)
+    table.add_column("figure", no_wrap=True)
+    table.add_column("mean", justify="right", no_wrap=True)
     table.add_column("against the baseline", no_wrap=True)
     for figure in dict.fromkeys(r.figure for r in found.rows):
         rows = [r for r in found.rows if r.figure == figure]
         base = rows[0].baseline
-
-        ends = {
-            name: tuple(
-                found.columns.get(name, {}).get(f"{figure}_{k}")
-                for k in ("mean", "ci95_lo", "ci95_hi")
-            )
+        means = {
+            name: found.columns.get(name, {}).get(f"{figure}_mean")
             for name in [base, *(r.strategy for r in rows)]
         }
-        mean = ends[base][0]
-        unit = unit_for(figure, mean if isinstance(mean, float) else float("nan"))
-        named = f" ({unit.name})" if unit.name else ""
-        table.add_row(f"[bold]{figure_words(figure)}{named}[/bold]", "", "")
-        table.add_row(f"  {base}", interval(figure, *ends[base], unit=unit), "(baseline)")
+        known = means[base]
+        unit = unit_for(figure, known if isinstance(known, float) else float("nan"))
+
+        shown = {
+            name: unit.number(v) if isinstance(v, int | float) else "-" for name, v in means.items()
+        }
+        table.add_row(f"[bold]{figure_words(figure)}[/bold]", unit.name, "")
+        table.add_row(f"  {base}", shown[base], "(baseline)")
         for r in rows:
-            table.add_row(f"  {r.strategy}", interval(figure, *ends[r.strategy], unit=unit), r.text)
+            table.add_row(f"  {r.strategy}", shown[r.strategy], r.text)
     return table
 
 

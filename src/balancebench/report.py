@@ -32,6 +32,7 @@ from balancebench.plotting import strategy_color, strategy_order
 from balancebench.regression import DIRECTIONS, TIMED, Verdict
 from balancebench.round_runs import ROUNDS_FINISHED, VerdictRow
 from balancebench.rounds import figure_words
+from balancebench.units import interval
 
 #: The earlier runs shown per figure in the regression check.
 SHOWN_RUNS: Final[int] = 3
@@ -493,7 +494,8 @@ def write_report(
         parts.append(f"<tr{cls}><td>{link}</td>{rounds}")
         for m in metrics:
             mean, lo, hi = metric_cols(m)
-            parts.append(f"<td>{_fmt(row[mean])} [{_fmt(row[lo])}, {_fmt(row[hi])}]</td>")
+            shown = interval(m, row[mean], row[lo], row[hi])
+            parts.append(f"<td>{html.escape(shown)}</td>")
         parts.append("</tr>")
     parts.append("</table>")
     if checks is not None:

@@ -79,8 +79,8 @@ _NUMBER_LISTS: dict[str, tuple[type, str, str]] = {
 
 def _axis_param(axis: str) -> dict[str, Any]:
     """``grid_<axis>``: one axis as its own Param, so the form shows a multi-select (a
-    list of names: ``examples`` is the pick list Airflow's form draws) or a line of
-    numbers, not one JSON object its editor reformats while you type."""
+    list of names, ``dags/dag_support/params.py``) or a line of numbers, not one JSON
+    object its editor reformats while you type."""
     if axis in _NUMBER_LISTS:
         example = ", ".join(str(v) for v in DEFAULT_GRID[axis])
         spec = {
@@ -93,7 +93,6 @@ def _axis_param(axis: str) -> dict[str, Any]:
         how = f"{_NUMBER_LISTS[axis][1]} separated by commas, e.g. {example}; "
     else:
         spec = {**_axis(axis), "default": list(DEFAULT_GRID[axis])}
-        spec["examples"] = list(_AXIS_ITEMS[axis]["enum"])
         how = ""
     return {
         **spec,
@@ -165,26 +164,6 @@ SWEEP_PARAMS: dict[str, dict[str, Any]] = {
         "description": "The timed figures compared with each cell's history (each with its "
         "good direction); deterministic figures are always checked exactly.",
         "section": "Sweep",
-    },
-    "test_slow_cell": {
-        "type": ["string", "null"],
-        "maxLength": 300,
-        "default": None,
-        "title": "Test: cell to slow down",
-        "description": "For testing the regression alarm only: the label of one cell "
-        "(e.g. 'topk · qmmp · s=1 · N=8') whose plans get test_slow_plan_work_ms of "
-        "busy work each.",
-        "section": "Testing",
-    },
-    "test_slow_plan_work_ms": {
-        "type": "number",
-        "minimum": 0,
-        "maximum": 60_000,
-        "default": 0,
-        "title": "Test: busy work per plan (ms)",
-        "description": "Busy work added to every plan() of test_slow_cell (driver CPU, "
-        "charged as plan time like any planner's work).",
-        "section": "Testing",
     },
     **{k: v for k, v in EXPERIMENT_PARAMS.items() if k not in _FROM_GRID},
 }
@@ -329,10 +308,6 @@ def checked_sweep(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Exp
             choose_baseline([c.strategy for c in members], params["baseline"])
         except ValueError as exc:
             raise ValueError(f"{exc} (cell group {group})") from exc
-    labels = {c.label for c in found}
-    slow = params["test_slow_cell"]
-    if slow is not None and slow not in labels:
-        raise ValueError(f"test_slow_cell: {slow!r} is not a cell; allowed: {sorted(labels)}")
     return params, {c.label: cell_spec(params, c) for c in found}
 
 

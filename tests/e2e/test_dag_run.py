@@ -103,7 +103,7 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     # number prints in e-notation.
     report = out[out.index("the verdicts: each strategy against the baseline") :]
     for words in ("capacity", "node service", "routing", "p99 latency"):
-        assert re.search(rf"^{words} \(\S+( tuples/s)?\)\s*$", report, re.M), words
+        assert re.search(rf"^{words}\s+(\S+ )?(tuples/s|s|ms|µs)\s*$", report, re.M), words
     assert len(re.findall(r"^  hash\s+\S.* \(baseline\)", report, re.M)) == 4, report
     verdict_rows = re.findall(r"^  mnrt\s+[\d,.]+ .*$", report.split("details:")[0], re.M)
     assert len(verdict_rows) == 4, report[:3000]

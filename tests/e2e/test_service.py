@@ -26,6 +26,7 @@ import pytest
 
 from balancebench import tracking
 from balancebench.sweep_grid import DEFAULT_GRID
+from balancebench.sweep_pipeline import TEST_SLOW_PLANS_ENV
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 from tests.e2e.service_memory import COMPONENTS, PeakMemory
 
@@ -152,6 +153,8 @@ def service(local_state):
         # slot's sweep at once, as `make airflow` at 02:16 did with 02:00. The next slot is
         # a day away, so the test's own sweeps run alone.
         "BALANCEBENCH_NIGHTLY_CRON": JUST_PAST.strftime("%M %H * * *"),
+        # The regression alarm's test hook (no Param of a form): the file a sweep reads.
+        TEST_SLOW_PLANS_ENV: str(Path(local_state) / "slow-plans.json"),
     }
     script = [sys.executable, str(ROOT / "infra" / "service.py")]
     started = subprocess.run(
@@ -186,6 +189,7 @@ def service(local_state):
             "banner": started.stdout,
             "ports": ports,
             "folder": folder,
+            "slow_plans": Path(env[TEST_SLOW_PLANS_ENV]),
         }
     stopped = subprocess.run(
         [*script, "stop"], env=env, capture_output=True, text=True, timeout=200, cwd=ROOT
@@ -229,9 +233,8 @@ def sweeps(service):
         manuals = [api.wait(run) for run in manual_runs]
     # One round each: the regression rule needs one earlier result, and the two
     # cells of a sweep already run side by side (make test-faults' time is near its bound).
-    second = api.run_dag(
-        "nightly_sweep", {**SWEEP, "test_slow_cell": SLOW, "test_slow_plan_work_ms": 1500}
-    )
+    service["slow_plans"].write_text(json.dumps({SLOW: 1500}))
+    second = api.run_dag("nightly_sweep", SWEEP)
     return {"first": first[:2], "second": second, "concurrent": (first, manuals), "memory": memory}
 
 

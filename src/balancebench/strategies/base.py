@@ -169,7 +169,7 @@ class Strategy(ABC):
     #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
     #: Busy work added to every plan (ms of driver CPU, charged as plan time). Only the
-    #: nightly sweep's regression test sets it (``test_slow_plan_work_ms``).
+    #: nightly sweep's regression test sets it (``sweep_pipeline.TEST_SLOW_PLANS_ENV``).
     extra_plan_work_ms: float = 0.0
 
     def __init__(self, n_nodes: int | None = None, **params: Any) -> None:
