@@ -80,3 +80,34 @@ def test_the_answer_is_one_line_per_strategy_and_an_open_verdict_says_what_decid
     assert resolves == pytest.approx(
         (math.exp((math.log(ratio.hi) - math.log(ratio.lo)) / 2) - 1) * 100, abs=0.05
     )
+
+
+def test_the_answer_figure_draws_every_verdict_right_is_better(tmp_path):
+    """The parent run's forest plot: one panel per headline figure, each strategy's signed
+    change (right is better: node service 30% lower is +30%), open verdicts hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from balancebench.compare import verdict_figure
+
+    base = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
+    rows = [
+        _row("qmmp", "makespan_s_total", base, [0.7, 0.78, 0.64, 0.74, 0.66, 0.7]),
+        _row("qmmp", "route_s_total", base, [1.1, 0.95, 1.0, 1.2, 0.85, 1.06]),
+    ]
+    captured = {}
+    real_close = plt.close
+    plt.close = lambda fig: captured.setdefault("fig", fig)  # keep it to read back
+    try:
+        path = verdict_figure(rows, tmp_path / "comparison.png", "t", 0.03)
+    finally:
+        plt.close = real_close
+    assert path.stat().st_size > 0
+    panels = [ax for ax in captured["fig"].axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in panels] == ["node service", "routing"]
+    points = [[ln for ln in ax.lines if ln.get_marker() == "o"][0] for ax in panels]
+    assert points[0].get_xdata()[0] == pytest.approx(30, abs=1)  # 30% less time: +30%
+    assert points[0].get_markerfacecolor() != "white"  # decided: filled
+    assert points[1].get_markerfacecolor() == "white"  # open: hollow

@@ -557,7 +557,8 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     # Plain print: paths and the UI command must stay copy-pastable (no wrapping).
     out = results_dir() / parent
     if (out / "comparison.csv").exists():
-        print(f"results:      {out}/comparison.csv, verdicts.csv, rounds.csv, comparison.png")
+        print(f"results:      {out}/comparison.png (the verdicts), details.png, comparison.csv,")
+        print("              verdicts.csv, rounds.csv")
     else:  # a run that failed before its comparison: no path to a file that is not there
         print(f"results:      none written (the run ended {status} before its comparison)")
     print(f"datasets:     {datasets_dir()}")

@@ -6,6 +6,7 @@ the CSV, the figure, ``balancebench report`` and the sweep report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +93,78 @@ def comparison_table(
     return table.set_index("strategy").loc[order].reset_index()
 
 
+def verdict_figure(rows: Sequence[Any], path: Path, title: str, margin: float) -> Path:
+    """The answer at a glance (the parent run's figure): a forest plot, one panel per
+    headline figure, each strategy's change against the baseline on the paired rounds
+    with its interval, signed so that right is better on every panel; the ±``margin``
+    equivalence band shaded, 0 (no change) drawn, a decided verdict a filled marker and
+    an open one hollow, the verdict's words beside it. ``rows``: ``round_runs.VerdictRow``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    from balancebench.rounds import figure_words
+
+    figures = list(dict.fromkeys(r.figure for r in rows))
+    names = list(dict.fromkeys(r.strategy for r in rows))
+    base = rows[0].baseline if rows else ""
+    panels = max(1, len(figures))
+    fig, axes = plt.subplots(panels, 1, figsize=(11, 1.3 + panels * (0.55 + 0.45 * len(names))))
+    axes = list(axes) if panels > 1 else [axes]
+    for ax, figure in zip(axes, figures, strict=False):
+        ax.axvspan(-margin * 100, margin * 100, color="0.88", zorder=0)
+        ax.axvline(0, color="0.3", lw=1)
+        for y, name in enumerate(names):
+            row = next((r for r in rows if r.figure == figure and r.strategy == name), None)
+            words = row.text if row is not None else "no verdict"
+            # The verdict's words in a column right of the panel, level with its bar.
+            ax.text(1.02, y, words, transform=ax.get_yaxis_transform(), va="center", fontsize=9)
+            if row is None or row.verdict.ratio is None:
+                continue
+            est, lo, hi = (100 * x for x in row.verdict.change_interval)
+            color = strategy_color(name)
+            ax.errorbar(
+                est,
+                y,
+                xerr=[[est - lo], [hi - est]],
+                fmt="o",
+                color=color,
+                capsize=4,
+                markerfacecolor=color if row.verdict.decided else "white",
+                markersize=8,
+            )
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        ax.set_title(figure_words(figure), loc="left", fontsize=10, fontweight="bold")
+        ax.grid(alpha=0.3, axis="x")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.0f}%" if v else "0"))
+        left, right = ax.get_xlim()
+        ax.set_xlim(min(left, -margin * 200), max(right, margin * 200))
+    axes[-1].set_xlabel(f"change against {base}, right is better; 0: no change")
+    fig.suptitle(
+        f"{title}\nfilled: decided; hollow: open; grey band: equivalent within ±{margin:.0%}",
+        fontsize=9,
+        x=0.02,
+        ha="left",
+    )
+    fig.tight_layout()
+    fig.subplots_adjust(right=0.62)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def comparison_figure(
     table: pd.DataFrame, history: dict[str, dict[str, list]], path: Path, title: str = ""
 ) -> Path:
-    """2x3 figure, one colour per strategy: per-batch imbalance and makespan (mean over
-    the rounds); latency; plan time; migration cost; delivered throughput and capacity
-    (bars: the mean over the rounds, whiskers: its 95% Student-t interval)."""
+    """The details figure (``details.png``; the answer is :func:`verdict_figure`'s), 2x3,
+    one colour per strategy: per-batch imbalance and makespan (mean over the rounds);
+    latency; plan time; migration cost (left out where nothing migrated); delivered
+    throughput and capacity (bars: the mean over the rounds, whiskers: its 95% Student-t
+    interval). Every axis starts at 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -116,6 +183,7 @@ def comparison_figure(
             ax.plot(steps, values, marker="o", label=strategy, color=strategy_color(strategy))
         ax.set_xlabel("micro-batch")
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)  # from 0: a 10% spread is drawn as 10%, not magnified
         ax.grid(alpha=0.3)
         ax.legend()
 
@@ -178,7 +246,11 @@ def comparison_figure(
         ("p50", "p99 (hatched)"),
     )
     bars(axes[1, 0], "plan_time_ms_mean", "mean plan time (ms), lower is better")
-    bars(axes[1, 1], "migration_s_total", "migration cost, sum (s), lower is better")
+    if numbers("migration_s_total").fillna(0.0).abs().sum() > 0:
+        bars(axes[1, 1], "migration_s_total", "migration cost, sum (s), lower is better")
+    else:  # nothing migrated: no empty panel (the title says so)
+        axes[1, 1].remove()
+        title = f"{title}; no strategy migrated"
     pair(
         axes[1, 2],
         "throughput_tuples_per_s",

@@ -26,6 +26,7 @@ from balancebench.compare import (
     TABLE_METRICS,
     comparison_figure,
     comparison_table,
+    verdict_figure,
 )
 from balancebench.experiment import GroupSpec, RunSpec
 from balancebench.experiment_params import (
@@ -397,8 +398,9 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         f"{p['n_batches']} batches, N = {p['n_nodes']}, seed {p['seed']}; mean over the "
         f"rounds (parent run {parent[:8]}, {g.run_id})"
     )
-    png = comparison_figure(table, history, out / "comparison.png", title)
-    for path in (csv, verdicts, rounds, png):
+    png = verdict_figure(found.rows, out / "comparison.png", title, float(p["equivalence_margin"]))
+    details = comparison_figure(table, history, out / "details.png", title)
+    for path in (csv, verdicts, rounds, png, details):
         client.log_artifact(parent, str(path))
     _log_parent_summary(client, parent, table, found.rows)
     text = found.verdict_text()

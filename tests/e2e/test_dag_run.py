@@ -186,6 +186,7 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
         "rounds.csv",
         "verdicts.csv",
         "comparison.png",
+        "details.png",
         "metric_definitions.json",
         "validation",
     } <= artifacts
