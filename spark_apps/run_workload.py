@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from balancebench.experiment import GroupSpec, run_groups
+from balancebench.rounds import headline_text
 from balancebench.tracking import stops_when_unreachable
 
 
@@ -24,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups-file", required=True, help="a JSON file of GroupSpecs")
     args = parser.parse_args(argv)
     for record in run_groups(GroupSpec.read(args.groups_file)):
-        print(f"{record['strategy']}: run {record['run_id']} {record['summary']}")
+        said = headline_text(record["summary"])  # words and units, not a raw dict
+        print(f"{record['strategy']} (run {record['run_id'][:8]}): {said}")
     return 0
 
 

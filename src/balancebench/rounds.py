@@ -63,6 +63,16 @@ def figure_words(figure: str) -> str:
     return FIGURE_WORDS.get(figure, figure)
 
 
+def headline_text(summary: Mapping[str, float]) -> str:
+    """A run's headline figures in words and units (``capacity 10.6 M tuples/s, node
+    service 269 ms, ...``): what a log line says of a finished run."""
+    from balancebench.units import quantity
+
+    return ", ".join(
+        f"{figure_words(f)} {quantity(f, summary[f])}" for f in VERDICT_FIGURES if f in summary
+    )
+
+
 def verdict_text(figure: str, found: Verdict) -> str:
     """``found`` in the words its figure takes (fewer/more for a count)."""
     return found.text(COUNT_WORDS) if figure in COUNT_FIGURES else found.text()
