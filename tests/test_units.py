@@ -111,3 +111,16 @@ def test_the_answer_figure_draws_every_verdict_right_is_better(tmp_path):
     assert points[0].get_xdata()[0] == pytest.approx(30, abs=1)  # 30% less time: +30%
     assert points[0].get_markerfacecolor() != "white"  # decided: filled
     assert points[1].get_markerfacecolor() == "white"  # open: hollow
+
+
+def test_the_mlflow_description_leads_with_the_answer_then_one_table_per_figure():
+    from balancebench.round_runs import verdict_markdown
+
+    base = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
+    rows = [_row("qmmp", "makespan_s_total", base, [0.7, 0.78, 0.64, 0.74, 0.66, 0.7])]
+    text = verdict_markdown(rows, {"hash": {"makespan_s_total": 1.0}, "qmmp": {}})
+    lines = text.splitlines()
+    assert lines[0].startswith("- qmmp against hash: node service ") and "faster" in lines[0]
+    assert "| node service (s) | mean | against hash |" in lines
+    assert "| hash | 1 | (baseline) |" in lines
+    assert any(line.startswith("| qmmp | - | ") for line in lines)  # no mean: a dash

@@ -410,7 +410,8 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         _tag_failure_once(client, parent, why)
         tracking.end_run(parent, "FAILED", f"strategies short of their rounds: {short}")
         return False, text
-    tracking.end_run(parent, "FINISHED", f"Verdicts on the paired rounds:\n{text}")
+    answer = f"**Verdicts on the paired rounds**\n\n{found.verdict_markdown()}"
+    tracking.end_run(parent, "FINISHED", answer, lead=True)
     return True, text
 
 

@@ -202,6 +202,25 @@ def to_decide(row: VerdictRow, max_rounds: int) -> str | None:
     )
 
 
+def verdict_markdown(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[str, float]]) -> str:
+    """The verdicts as Markdown (MLflow renders a run's description so): the answer lines
+    first, then one aligned table, each figure's unit in its heading."""
+    lines = [f"- {line}" for line in answer_lines(rows)]
+    for figure in dict.fromkeys(r.figure for r in rows):
+        here = [r for r in rows if r.figure == figure]
+        base = here[0].baseline
+        known = means.get(base, {}).get(figure)
+        unit = unit_for(figure, known if known is not None else float("nan"))
+        named = f" ({unit.name})" if unit.name else ""
+        lines += ["", f"| {figure_words(figure)}{named} | mean | against {base} |"]
+        lines.append("|:--|--:|:--|")
+        for name, text in [(base, "(baseline)"), *((r.strategy, r.text) for r in here)]:
+            value = means.get(name, {}).get(figure)
+            shown = unit.number(value) if value is not None else "-"
+            lines.append(f"| {name} | {shown} | {text} |")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """A ``balance_experiment`` run's comparison, from its cells' rounds: per strategy its
@@ -223,6 +242,9 @@ class Comparison:
 
     def verdict_text(self) -> str:
         return verdict_text_table(self.rows, self.means())
+
+    def verdict_markdown(self) -> str:
+        return verdict_markdown(self.rows, self.means())
 
 
 def experiment_comparison(

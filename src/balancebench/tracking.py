@@ -323,13 +323,15 @@ def log_metric_definitions(run_id: str) -> None:
     client().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
 
 
-def end_run(run_id: str, status: str, note: str | None = None) -> None:
-    """Close a run; ``note`` is added to its description."""
+def end_run(run_id: str, status: str, note: str | None = None, lead: bool = False) -> None:
+    """Close a run; ``note`` is added to its description (``lead``: before what it held,
+    so the answer is what MLflow shows first)."""
     mlflow_client = client()
     run = mlflow_client.get_run(run_id)
     if note:
         before = run.data.tags.get(NOTE_TAG, "")
-        mlflow_client.set_tag(run_id, NOTE_TAG, f"{before}\n\n{note}".strip())
+        joined = f"{note}\n\n{before}" if lead else f"{before}\n\n{note}"
+        mlflow_client.set_tag(run_id, NOTE_TAG, joined.strip())
     mlflow_client.set_terminated(run_id, status=status)
     # MLflow's own "View run" line (suppressed in the tasks' environment, local_env)
     # lands on its GenAI pages; this one opens the runs table.

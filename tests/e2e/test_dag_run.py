@@ -135,7 +135,10 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     verdict = by.loc["mnrt", "tags.verdict.capacity_tuples_per_s"]
     assert re.match(r"(\d+\.\d% (faster|slower)|equivalent within|no clear difference)", verdict)
     assert parent["tags.verdict.mnrt.capacity_tuples_per_s"] == verdict
-    assert "Verdicts on the paired rounds" in parent["tags.mlflow.note.content"]
+    # MLflow's description leads with the answer: a line per strategy, then the table.
+    note = parent["tags.mlflow.note.content"]
+    assert note.startswith("**Verdicts on the paired rounds**\n\n- mnrt against hash: "), note
+    assert re.search(r"^\| capacity \(.*\) \| mean \| against hash \|$", note, re.M), note
     assert parent["metrics.latency_p99_s.mnrt"] > 0
     # One run per round under each cell, in rotated order: hash first, then mnrt first.
     rounds = pd.concat([tracking.child_runs(r) for r in children["run_id"]])
