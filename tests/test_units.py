@@ -124,3 +124,12 @@ def test_the_mlflow_description_leads_with_the_answer_then_one_table_per_figure(
     assert "| node service (s) | mean | against hash |" in lines
     assert "| hash | 1 | (baseline) |" in lines
     assert any(line.startswith("| qmmp | - | ") for line in lines)  # no mean: a dash
+
+
+def test_two_runs_of_one_conf_are_named_apart_where_the_runs_table_cuts_names():
+    from balancebench.tracking import run_label
+
+    what = "topk · hash, qmmp, mnrt · s=1.2 · N=8"
+    first = run_label("manual__2026-12-02T11:16:20.123456+00:00", what)
+    second = run_label("manual__2026-12-02T11:19:02.5+00:00", what)
+    assert first[:14] != second[:14] and first.endswith(what)

@@ -147,7 +147,7 @@ def generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str,
         applicable_params(p, list(p.strategies)),
         dag_id,
         run_id,
-        run_name=f"{name} ({run_id})",
+        run_name=tracking.run_label(run_id, name),
         description=description,
     )
     client = tracking.client()

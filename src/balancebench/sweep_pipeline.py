@@ -99,7 +99,7 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         dag_id,
         run_id,
         ",".join(sorted({d.digest for d in datasets.values()})),
-        run_name=f"{_sweep_name(p)} · {len(found)} cells x {rounds} ({run_id})",
+        run_name=tracking.run_label(run_id, f"{_sweep_name(p)} · {len(found)} cells x {rounds}"),
         description=description,
         role="sweep",
     )

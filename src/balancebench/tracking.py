@@ -323,6 +323,17 @@ def log_metric_definitions(run_id: str) -> None:
     client().log_dict(run_id, METRIC_DEFINITIONS, "metric_definitions.json")
 
 
+def run_label(dag_run_id: str, what: str) -> str:
+    """A parent run's name: when it was triggered first (``12-02 11:16:20``, from the DAG
+    run's id), then what it runs, so two runs of one conf differ where MLflow's runs table
+    cuts names short; the DAG run's whole id is in the run's description."""
+    import re
+
+    stamp = re.search(r"\d{4}-(\d\d-\d\d)T(\d\d:\d\d:\d\d)", dag_run_id)
+    when = f"{stamp.group(1)} {stamp.group(2)}" if stamp else dag_run_id[:20]
+    return f"{when} · {what}"
+
+
 def end_run(run_id: str, status: str, note: str | None = None, lead: bool = False) -> None:
     """Close a run; ``note`` is added to its description (``lead``: before what it held,
     so the answer is what MLflow shows first)."""
