@@ -70,12 +70,25 @@ def test_a_manifest_without_file_digests_is_written_again(tmp_path, capsys):
     assert set(again.file_facts) == set(again.files)
 
 
-def test_an_untouched_dataset_is_reused_without_a_word(tmp_path, capsys):
+def _only_reused(said: str) -> bool:
+    """Nothing said but "reused" lines: no warning, no rewrite."""
+    return all(": reused, " in line for line in said.splitlines())
+
+
+def test_an_untouched_dataset_is_reused_and_said_so_in_words(tmp_path, capsys):
     mine, _ = _stream(tmp_path, 47)
+    assert capsys.readouterr().err == ""  # written, not reused
     written = (mine / "events.parquet").stat().st_mtime_ns
     _stream(tmp_path, 47)
     generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, full_check=True)
-    assert capsys.readouterr().err == ""
+    said = capsys.readouterr().err
+    assert _only_reused(said)
+    assert said.splitlines() == [
+        f"dataset {mine}: reused, 20,000 rows written earlier with these params (checked: "
+        + what
+        + ")"
+        for what in ("its files' sizes and footers", "every byte")
+    ]
     assert (mine / "events.parquet").stat().st_mtime_ns == written
 
 
@@ -90,7 +103,7 @@ def test_a_changed_byte_inside_the_data_is_found_by_the_full_check(tmp_path, cap
         f.write(bytes([byte[0] ^ 0xFF]))
     # the fast check does not read the data pages; the full check does
     _stream(tmp_path, 47)
-    assert capsys.readouterr().err == ""
+    assert _only_reused(capsys.readouterr().err)
     generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, full_check=True)
     assert "events.parquet's bytes are not the ones its manifest keeps" in capsys.readouterr().err
     assert file_sha256(path) == load_manifest(mine).file_facts["events.parquet"]["sha256"]
@@ -159,3 +172,4 @@ def test_sigterm_to_generate_removes_its_temporary_folder(tmp_path):
     assert proc.returncode == 143, err
     assert "stopped by SIGTERM; nothing of it was kept" in err
     assert list(tmp_path.rglob("*")) == [tmp_path / "zipf_stream"]
+

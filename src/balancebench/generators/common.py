@@ -433,6 +433,15 @@ def _cached(
     except (ValueError, TypeError):  # not JSON, not a manifest, a file that is no path
         problem = f"its {MANIFEST} cannot be read"
     if problem is None:
+        checked = "every byte" if full_check else "its files' sizes and footers"
+        print(
+            terminal_safe(
+                f"dataset {final_dir}: reused, {manifest.row_count:,} rows written earlier "
+                f"with these params (checked: {checked})"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
         return manifest
     print(
         terminal_safe(f"dataset {final_dir}: {problem}; writing it again"),
