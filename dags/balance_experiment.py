@@ -24,7 +24,9 @@ checked against plain Spark SQL. Wiring only; every step is a function of
    per strategy and headline figure (capacity, node service, routing, p99 latency) the
    verdict against the baseline on the paired rounds (`balancebench.stats`): "X% faster
    [lo, hi]", "equivalent within ±m%", or "no clear difference"; the comparison table,
-   the verdicts (CSV) and the figure (PNG) on the parent run.
+   the verdicts (CSV) and the figures (PNG) on the parent run. The answer, one line per
+   strategy, and the MLflow link become the DAG run's note (on `make airflow`'s service;
+   `make run` prints them) and end the task's log.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from dag_support.params import dag_params
 from dag_support.settings import DRIVER_MEMORY, TIMED_CONCURRENCY
 from dag_support.steps import require_generated
+from run_note import note_text, set_run_note
 from spark_run import StrategyRunOperator
 
 from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section
@@ -79,6 +82,13 @@ def balance_experiment() -> None:
         require_generated(generated)
         complete, text = pipeline.compare_step(generated)
         print(text)
+        # The answer (the text's first paragraph) and the MLflow link as the run's note,
+        # and the same link as the log's last line.
+        link = pipeline.parent_link(generated)
+        ctx = get_current_context()
+        answer = text.split("\n\n", 1)[0].splitlines()
+        print(set_run_note(ctx["dag"].dag_id, ctx["run_id"], note_text(answer, link)))
+        print(f"MLflow: {link}")
         if not complete:
             raise AirflowFailException(f"comparison incomplete:\n{text}")
         return text

@@ -612,9 +612,7 @@ def _verdict_table(found: Any) -> Table:
         show_edge=False,
         pad_edge=False,
     )
-    table.add_column("figure", no_wrap=True)
-    table.add_column("mean", justify="right", no_wrap=True)
-    table.add_column("against the baseline", no_wrap=True)
+    cells: list[tuple[str, str, str]] = []
     for figure in dict.fromkeys(r.figure for r in found.rows):
         rows = [r for r in found.rows if r.figure == figure]
         base = rows[0].baseline
@@ -628,10 +626,21 @@ def _verdict_table(found: Any) -> Table:
         shown = {
             name: unit.number(v) if isinstance(v, int | float) else "-" for name, v in means.items()
         }
-        table.add_row(f"[bold]{figure_words(figure)}[/bold]", unit.name, "")
-        table.add_row(f"  {base}", shown[base], "(baseline)")
-        for r in rows:
-            table.add_row(f"  {r.strategy}", shown[r.strategy], r.text)
+        cells.append((figure_words(figure), unit.name, ""))
+        cells.append((f"  {base}", shown[base], "(baseline)"))
+        cells += [(f"  {r.strategy}", shown[r.strategy], r.text) for r in rows]
+    # The names and the means never shrink; a verdict too long for the terminal (a huge
+    # interval after few rounds) folds onto a second line rather than cut them short.
+    for i, heading in enumerate(("figure", "mean")):
+        table.add_column(
+            heading,
+            justify="right" if i else "left",
+            no_wrap=True,
+            min_width=max(len(c[i]) for c in cells),
+        )
+    table.add_column("against the baseline", overflow="fold")
+    for name, mean, said in cells:
+        table.add_row(f"[bold]{name}[/bold]" if not said else name, mean, said)
     return table
 
 

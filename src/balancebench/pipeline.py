@@ -328,12 +328,13 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     closed.
 
     Returns ``(complete, text)``: ``complete`` is False when a strategy has fewer finished
-    rounds than ``min_rounds`` (its Spark run failed); the parent is then closed FAILED."""
+    rounds than ``min_rounds`` (its Spark run failed); the parent is then closed FAILED.
+    ``text`` is the answer, one line per strategy, a blank line, then the verdicts' table."""
     import pandas as pd
     from mlflow.entities import Metric
 
     from balancebench.experiment import ROUNDS_STOPPED_TAG
-    from balancebench.round_runs import experiment_comparison
+    from balancebench.round_runs import answer_lines, experiment_comparison
 
     g = Generated.from_xcom(generated)
     parent = g.run
@@ -403,7 +404,9 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     for path in (csv, verdicts, rounds, png, details):
         client.log_artifact(parent, str(path))
     _log_parent_summary(client, parent, table, found.rows)
-    text = found.verdict_text()
+    # The answer leads (one line per strategy), then the table: what the task's log shows,
+    # and its first paragraph is the DAG run's note (dags/balance_experiment.py).
+    text = "\n".join(answer_lines(found.rows)) + "\n\n" + found.verdict_text()
     if short:
         causes = _round_failures(found.cell_runs.values())
         why = f"strategies short of their rounds: {causes[0] if causes else short}"
@@ -413,6 +416,12 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
     answer = f"**Verdicts on the paired rounds**\n\n{found.verdict_markdown()}"
     tracking.end_run(parent, "FINISHED", answer, lead=True)
     return True, text
+
+
+def parent_link(generated: dict[str, Any]) -> str:
+    """The MLflow UI page of the DAG run's parent run."""
+    parent = Generated.from_xcom(generated).run
+    return tracking.ui_link(tracking.store().get_run(parent).info.experiment_id, parent)
 
 
 def _tag_failure_once(client: Any, run_id: str, why: str) -> None:

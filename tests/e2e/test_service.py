@@ -351,6 +351,10 @@ def test_manual_runs_triggered_at_once_beside_a_sweep_all_finish_without_a_datab
         assert {t["state"] for t in tis} == {"success"}, tis
     # They did run at the same time (ISO 8601 times in UTC compare as text).
     assert all(m["start_date"] < sweep["end_date"] for _, _, m in manuals)
+    # Each run's note: its answer (one strategy here: none) and its MLflow page.
+    for _, _, manual in manuals:
+        assert manual["note"].startswith("no verdicts (one strategy"), manual["note"]
+        assert "\n\nMLflow: http://127.0.0.1:" in manual["note"], manual["note"]
     mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(MANUAL["experiment"])
     parents = mlflow.search_runs(
