@@ -100,6 +100,7 @@ bench: setup
 	$(RECORD) docs/data/model_speed.txt -- python benchmarks/model_speed.py
 	$(RECORD) docs/data/split_lookup.txt -- python benchmarks/split_lookup.py
 	$(RECORD) docs/data/load_speed.txt -- python benchmarks/load_speed.py
+	$(RECORD) docs/data/footprint.txt -- python benchmarks/footprint.py
 	$(RECORD) docs/data/check_model.txt -- balancebench check-model --rounds 4
 	$(UV_RUN) python benchmarks/generate.py
 	$(UV_RUN) python benchmarks/routing_overhead.py
