@@ -36,6 +36,7 @@ nothing does, 3 when only part of it runs. All three are safe to repeat. ``make 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import secrets
@@ -500,8 +501,47 @@ def start(spark_master: str | None = None) -> None:
     )
     print(f"password:    in {state_dir() / 'password'} (readable only by you; not printed)")
     print(f"stores:      PostgreSQL in {pg_dir()} (databases airflow, mlflow)")
-    print("DAGs: balance_experiment, nightly_sweep (scheduled), model_experiment, generate_dataset")
+    print("DAGs: balance_experiment, nightly_sweep, model_experiment, generate_dataset")
+    for line in schedule_lines(datetime.datetime.now(datetime.UTC)):
+        print(line)
     print("stop with:   make airflow-stop")
+
+
+def schedule_lines(now: datetime.datetime) -> list[str]:
+    """What the service will start on its own: each scheduled DAG's next run in UTC, how
+    far away, what it runs on its defaults, and how to turn it off."""
+    from croniter import croniter
+
+    from balancebench.environment import setting
+
+    lines = []
+    for dag_id, variable in (
+        ("nightly_sweep", "BALANCEBENCH_NIGHTLY_CRON"),
+        ("model_experiment", "BALANCEBENCH_MODEL_CRON"),
+    ):
+        cron = setting(variable)
+        if cron is None:
+            lines.append(f"{dag_id}: not scheduled ({variable}=none); runs when triggered")
+            continue
+        slot = croniter(cron, now).get_next(datetime.datetime)
+        hours, minutes = divmod(round((slot - now).total_seconds() / 60), 60)
+        lines.append(
+            f"{dag_id}: next run {slot:%Y-%m-%d %H:%M} UTC (in {hours} h {minutes:02d} min; "
+            f"cron '{cron}'), {_defaults_cost(dag_id)}; to turn it off: pause it in the UI, "
+            f"or {variable}=none make airflow"
+        )
+    return lines
+
+
+def _defaults_cost(dag_id: str) -> str:
+    """What a scheduled run of ``dag_id`` runs on its defaults, in runs."""
+    if dag_id != "nightly_sweep":
+        return "its default model sweep"
+    from balancebench.sweep_grid import cells, validate_sweep_params
+
+    params = validate_sweep_params({})
+    found = cells(params["grid"])
+    return f"{len(found)} cells x {params['min_rounds']}-{params['max_rounds']} rounds each"
 
 
 def _gone(pid: int) -> bool:
