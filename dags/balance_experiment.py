@@ -41,7 +41,7 @@ from dag_support.steps import require_generated
 from run_note import note_text, set_run_note
 from spark_run import StrategyRunOperator
 
-from balancebench.experiment_params import EXPERIMENT_PARAMS, param_section
+from balancebench.experiment_params import EXPERIMENT_PARAMS, FIRST_FIELDS, param_section
 from balancebench.lazy import lazy_module
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
@@ -56,7 +56,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(EXPERIMENT_PARAMS, param_section),
+    params=dag_params(EXPERIMENT_PARAMS, param_section, FIRST_FIELDS),
     default_args={"retries": 0},
     tags=["balancebench"],
 )

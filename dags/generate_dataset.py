@@ -21,7 +21,11 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_support.params import dag_params
 
-from balancebench.experiment_params import DATASET_DAG_PARAMS, param_section
+from balancebench.experiment_params import (
+    DATASET_DAG_PARAMS,
+    FIRST_DATASET_FIELDS,
+    param_section,
+)
 from balancebench.lazy import lazy_module
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
@@ -34,7 +38,7 @@ pipeline = lazy_module("balancebench.pipeline")
     schedule=None,
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(DATASET_DAG_PARAMS, param_section),
+    params=dag_params(DATASET_DAG_PARAMS, param_section, FIRST_DATASET_FIELDS),
     default_args={"retries": 0},
     tags=["balancebench", "datasets"],
 )

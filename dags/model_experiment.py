@@ -33,7 +33,11 @@ from dag_support.settings import (
 from dag_support.steps import require_generated
 
 from balancebench.lazy import lazy_module
-from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS, model_param_section
+from balancebench.model_sweep import (
+    FIRST_MODEL_FIELDS,
+    MODEL_EXPERIMENT_PARAMS,
+    model_param_section,
+)
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
@@ -48,7 +52,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_swee
     description=schedule_description(MODEL_CRON, "BALANCEBENCH_MODEL_CRON"),
     catchup=False,
     doc_md=__doc__,
-    params=dag_params(MODEL_EXPERIMENT_PARAMS, model_param_section),
+    params=dag_params(MODEL_EXPERIMENT_PARAMS, model_param_section, FIRST_MODEL_FIELDS),
     default_args={"retries": 0},
     tags=["balancebench"],
 )

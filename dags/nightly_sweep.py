@@ -53,7 +53,7 @@ from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
 
 from balancebench.lazy import lazy_module
-from balancebench.sweep_grid import SWEEP_PARAMS, sweep_param_section
+from balancebench.sweep_grid import FIRST_SWEEP_FIELDS, SWEEP_PARAMS, sweep_param_section
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
@@ -69,7 +69,7 @@ SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.p
     catchup=False,
     is_paused_upon_creation=False,
     doc_md=__doc__,
-    params=dag_params(SWEEP_PARAMS, sweep_param_section),
+    params=dag_params(SWEEP_PARAMS, sweep_param_section, FIRST_SWEEP_FIELDS),
     default_args={"retries": 0},
     max_active_runs=1,
     tags=["balancebench"],

@@ -107,6 +107,13 @@ def test_every_dag_triggers_on_its_defaults_with_sectioned_fields(dagbag, dag_id
         assert param.schema.get("section"), f"{dag_id}.{name} has no section"
     sections = {p.schema["section"] for p in dag.params.values()}
     assert len(sections) >= 2
+    # The form opens one section, Airflow's "Run Parameters" (the rest start collapsed):
+    # what a user sets for a first run, at most 20 fields, before every other.
+    names = list(dag.params)
+    by_name = dict(dag.params.items())
+    opened = [n for n in names if by_name[n].schema["section"] == "Run Parameters"]
+    assert 3 <= len(opened) <= 20, (dag_id, opened)
+    assert names[: len(opened)] == opened, dag_id
     # No test hook in a production form (issue 60): the tests get theirs another way.
     assert not [n for n in dag.params if n.startswith("test_")], dag_id
     assert "Testing" not in sections, dag_id

@@ -8,22 +8,35 @@ Airflow puts ``dags/`` on ``sys.path``, so the DAG files import it as ``dag_supp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow.sdk import Param
 
+#: The one section Airflow 3's trigger form opens (its ``flexibleFormDefaultSection``,
+#: the accordion's ``defaultValue``; every other section starts collapsed): the fields a
+#: user sets for a first run go here.
+OPEN_SECTION = "Run Parameters"
+
 
 def dag_params(
-    specs: dict[str, dict[str, Any]], section: Callable[[str], str] | None = None
+    specs: dict[str, dict[str, Any]],
+    section: Callable[[str], str] | None = None,
+    first: Sequence[str] = (),
 ) -> dict[str, Param]:
     """One ``Param`` per spec: its ``default`` is the value, the rest is its JSON schema; a
     list of names (an array of ``enum`` items) a multi-select of them. ``section(name)``
-    groups the trigger form (Airflow renders one panel per section)."""
+    groups the trigger form (Airflow renders one panel per section, in the order of their
+    first field); the ``first`` fields come first, in the one section the form opens."""
+    unknown = [n for n in first if n not in specs]
+    if unknown:
+        raise ValueError(f"first: {unknown} are not Params; allowed: {sorted(specs)}")
     params = {}
-    for name, spec in specs.items():
-        schema = dict(spec)
-        if section is not None:
+    for name in [*first, *(n for n in specs if n not in first)]:
+        schema = dict(specs[name])
+        if name in first:
+            schema["section"] = OPEN_SECTION
+        elif section is not None:
             schema["section"] = section(name)
         items = schema.get("items")
         if schema.get("type") == "array" and isinstance(items, dict) and "enum" in items:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from balancebench.generators import DATASET_PARAMS, GENERATORS
 from balancebench.metric_definitions import DEFAULT_BANDWIDTH_MB_PER_S
@@ -552,6 +552,28 @@ _STRATEGY_PARAMS = {
     strategy_param_name(s, p): s for s, cls in STRATEGIES.items() for p in cls.param_schema
 }
 _GENERATOR_OWN = {p: g for g, gen in GENERATORS.items() for p in gen.own_params}
+
+
+#: What a user sets for a first comparison: the part of balance_experiment's form that
+#: opens (the rest sits in collapsed sections), in this order.
+FIRST_FIELDS: Final[tuple[str, ...]] = (
+    "workload",
+    "dataset",
+    "strategies",
+    "zipf_s",
+    "n_tuples",
+    "n_keys",
+    "n_nodes",
+    "n_batches",
+    "seed",
+    "min_rounds",
+    "max_rounds",
+    "baseline",
+    "equivalence_margin",
+    "experiment",
+)
+#: The same for generate_dataset's form.
+FIRST_DATASET_FIELDS: Final[tuple[str, ...]] = ("dataset", "n_tuples", "n_keys", "zipf_s", "seed")
 
 
 def param_section(name: str) -> str:

@@ -27,7 +27,7 @@ import itertools
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -126,6 +126,17 @@ MODEL_EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
     **DATASET_PARAMS,
     **_model_params(),
 }
+
+
+#: What a user sets first: the part of model_experiment's form that opens.
+FIRST_MODEL_FIELDS: Final[tuple[str, ...]] = (
+    "model",
+    "strategies",
+    "grid",
+    "repetitions",
+    "seed",
+    "experiment",
+)
 
 
 def model_param_section(name: str) -> str:

@@ -191,6 +191,21 @@ SWEEP_PARAMS["max_rounds"] = {
 }
 
 
+#: What a user sets for a first sweep: the part of nightly_sweep's form that opens.
+FIRST_SWEEP_FIELDS: Final[tuple[str, ...]] = (
+    "grid_workloads",
+    "grid_strategies",
+    "grid_zipf_s",
+    "grid_n_nodes",
+    "n_tuples",
+    "seed",
+    "min_rounds",
+    "max_rounds",
+    "regression_metrics",
+    "experiment",
+)
+
+
 def sweep_param_section(name: str) -> str:
     return str(SWEEP_PARAMS[name].get("section") or param_section(name))
 
