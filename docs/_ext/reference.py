@@ -157,7 +157,13 @@ def dags_page() -> str:
     ]
     for path in sorted(DAGS.glob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-        lines += [f"## `{path.stem}`", "", f"`dags/{path.name}`", "", "```text", doc, "```", ""]
+        # Rendered as the Markdown Airflow renders it: its title (the DAG's name, this
+        # section's heading already) left out, its other headings under this one.
+        kept = [line for line in doc.splitlines() if line.lstrip("# ") != path.stem]
+        shown = "\n".join(
+            f"###{line.lstrip('#')}" if line.startswith("#") else line for line in kept
+        )
+        lines += [f"## `{path.stem}`", "", f"`dags/{path.name}`", "", shown, ""]
     return "\n".join(lines)
 
 
