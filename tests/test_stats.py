@@ -186,3 +186,25 @@ def test_the_rounds_estimated_to_decide_do_decide_that_often_in_simulation(true_
 def test_no_rounds_are_promised_for_a_change_within_the_noise():
     assert rounds_to_decide(Ratio(1.0, 0.9, 1.1, 6, True, LEVEL)) is None
     assert rounds_to_decide(Ratio(1.0005, 0.9, 1.1, 6, True, LEVEL)) is None  # > the cap
+
+
+def test_the_tutorials_per_look_level_is_the_default_runs():
+    """The first-comparison tutorial says each look's interval is a stricter level: the
+    one the default run's look schedule gives (re-checked here, not typed)."""
+    import re
+    from pathlib import Path
+
+    from balancebench.experiment_params import ExperimentSpec
+    from balancebench.stats import look_schedule
+
+    text = (Path(__file__).resolve().parents[1] / "docs/tutorials/first-comparison.md").read_text()
+    said = re.search(
+        r"after round (\d+) and (\d+), so each\s+look's interval is a stricter "
+        r"([\d.]+)%",
+        text,
+    )
+    assert said is not None
+    p = ExperimentSpec.checked({})
+    looks = look_schedule(p["min_rounds"], p["max_rounds"])
+    assert looks == (int(said[1]), int(said[2]))
+    assert float(said[3]) == round((1 - sequential_alpha(*looks)) * 100, 1)
