@@ -299,9 +299,10 @@ def plot_figure(table: pd.DataFrame, fig: PaperFigure, path: Path, caption: str)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullLocator
+    from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
     from balancebench.plotting import spread_offsets, strategy_color, strategy_order
+    from balancebench.units import is_count
 
     names = strategy_order(table["strategy"].unique().tolist())
     xs = sorted(table[fig.x].unique())
@@ -346,6 +347,8 @@ def plot_figure(table: pd.DataFrame, fig: PaperFigure, path: Path, caption: str)
         # reaches below 0 is cut there.
         top = table[[hi, mean]].max(axis=None)
         ax.set_ylim(0, 1.08 * top if top > 0 else 1)
+        if is_count(metric):  # nodes, tuples: no tick at 2.5 nodes
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     columns = min(len(labels), 3 * n)  # a one-panel figure's legend wraps, not overflows

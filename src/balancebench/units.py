@@ -66,6 +66,12 @@ def _kind(metric: str) -> str:
     return "plain"
 
 
+def is_count(metric: str) -> bool:
+    """Whether ``metric`` counts whole things (tuples, rows, entries, nodes): an axis of
+    it has whole-number ticks."""
+    return _kind(metric) == "count"
+
+
 def unit_for(metric: str, typical: float) -> Unit:
     """The unit ``metric``'s values print in, its prefix chosen for ``typical`` (the
     values of one table row share the baseline's, so they read side by side)."""
