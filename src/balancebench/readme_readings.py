@@ -429,6 +429,8 @@ class Series:
         m = mean_interval(self.values((strategy, x)))
         if m.n < 2 or fmt(m.lo) == fmt(m.hi):  # no spread at the printed precision
             return fmt(m.mean)
+        if m.lo < 0 <= m.mean:  # a time, a rate or a count below 0 is no answer
+            return f"{fmt(m.mean)} (n too small for an interval)"
         return f"{fmt(m.mean)} [{fmt(m.lo)}, {fmt(m.hi)}]"
 
 
