@@ -132,4 +132,8 @@ def test_two_runs_of_one_conf_are_named_apart_where_the_runs_table_cuts_names():
     what = "topk · hash, qmmp, mnrt · s=1.2 · N=8"
     first = run_label("manual__2026-12-02T11:16:20.123456+00:00", what)
     second = run_label("manual__2026-12-02T11:19:02.5+00:00", what)
-    assert first[:14] != second[:14] and first.endswith(what)
+    assert first.startswith("12-02 11:16:20 #") and first.endswith(what)
+    assert first[:20] != second[:20]
+    # Triggered in the same second (six manual runs at once): still apart.
+    same_second = run_label("manual__2026-12-02T11:16:20.654321+00:00", what)
+    assert same_second[:20] != first[:20]

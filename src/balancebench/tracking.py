@@ -325,13 +325,16 @@ def log_metric_definitions(run_id: str) -> None:
 
 def run_label(dag_run_id: str, what: str) -> str:
     """A parent run's name: when it was triggered first (``12-02 11:16:20``, from the DAG
-    run's id), then what it runs, so two runs of one conf differ where MLflow's runs table
-    cuts names short; the DAG run's whole id is in the run's description."""
+    run's id) and a short tag of that id (runs triggered in the same second differ by
+    it), then what it runs, so two runs of one conf differ where MLflow's runs table cuts
+    names short; the DAG run's whole id is in the run's description."""
+    import hashlib
     import re
 
     stamp = re.search(r"\d{4}-(\d\d-\d\d)T(\d\d:\d\d:\d\d)", dag_run_id)
     when = f"{stamp.group(1)} {stamp.group(2)}" if stamp else dag_run_id[:20]
-    return f"{when} · {what}"
+    tag = hashlib.sha256(dag_run_id.encode()).hexdigest()[:4]
+    return f"{when} #{tag} · {what}"
 
 
 def end_run(run_id: str, status: str, note: str | None = None, lead: bool = False) -> None:
