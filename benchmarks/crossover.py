@@ -113,61 +113,105 @@ def point_params(workload: str, skew: float, load: int, args: argparse.Namespace
     )
 
 
-def draw(table: pd.DataFrame, path: Path, caption: str) -> None:
-    """Capacity and p99 latency against load, at 1 GbE and under the CPU-only model (the
-    same runs), one row of panels per (workload, skew); one legend for the figure."""
+def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str) -> None:
+    """Each strategy's change against hash in capacity and p99 latency, against load: one
+    row of panels per (workload, skew), the paired verdict's interval around each point
+    (filled: decided; hollow: open), the equivalence band shaded, above 0 is better
+    (more capacity, lower p99). The CPU-only model is drawn only where it differs from the
+    1 GbE one (the caption says so where it does not)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     from balancebench.plotting import strategy_color, strategy_order
+    from balancebench.regression import DIRECTIONS
+    from balancebench.stats import look_schedule, verdict
 
+    first = table.iloc[0]
+    looks = look_schedule(int(first["min_rounds"]), int(first["max_rounds"]))
+    margin = float(first["margin"])
+    figures = ["capacity_tuples_per_s", "latency_p99_s"]
+    cpu = [f + CPU_ONLY for f in figures if f + CPU_ONLY in per_round]
+    if cpu and not all(np.allclose(per_round[c], per_round[c[: -len(CPU_ONLY)]]) for c in cpu):
+        figures += cpu
+    else:
+        caption += " The CPU-only model gives the same figures here: not drawn."
     rows = table[["workload", "zipf_s"]].drop_duplicates().values.tolist()
-    metrics = [
-        ("capacity_tuples_per_s", "capacity (tuples/s), 1 GbE"),
-        ("capacity_tuples_per_s" + CPU_ONLY, "capacity (tuples/s), CPU only"),
-        ("latency_p99_s", "p99 (s), 1 GbE"),
-        ("latency_p99_s" + CPU_ONLY, "p99 (s), CPU only"),
-    ]
-    # Points recorded before the CPU-only columns existed (--resume) have none to draw.
-    metrics = [m for m in metrics if f"{m[0]}_mean" in table]
     fig, axes = plt.subplots(
-        len(rows), len(metrics), figsize=(18, 3.3 * len(rows) + 0.8), squeeze=False
+        len(rows),
+        len(figures),
+        figsize=(5.2 * len(figures), 2.9 * len(rows) + 1.2),
+        squeeze=False,
     )
     for (workload, skew), line in zip(rows, axes, strict=True):
-        part = table[(table["workload"] == workload) & (table["zipf_s"] == skew)]
-        for ax, (metric, label) in zip(line, metrics, strict=True):
-            for strategy in strategy_order(part["strategy"].unique().tolist()):
-                s = part[part["strategy"] == strategy].sort_values("load_per_node")
-                # arrays, not Series: matplotlib takes a one-point Series for a scalar
-                mean = s[f"{metric}_mean"].to_numpy(dtype=float)
-                lo = s[f"{metric}_ci95_lo"].to_numpy(dtype=float)
-                hi = s[f"{metric}_ci95_hi"].to_numpy(dtype=float)
-                ax.errorbar(
-                    s["load_per_node"].to_numpy(dtype=float),
-                    mean,
-                    yerr=[mean - lo, hi - mean],
-                    marker="o",
-                    capsize=3,
-                    color=strategy_color(strategy),
-                    linestyle="--" if strategy == "hash" else "-",
-                    label=strategy,
-                )
-            ax.set_xscale("log")
-            low, high = part[f"{metric}_mean"].min(), part[f"{metric}_mean"].max()
-            if low > 0 and high / low > 5:  # a backlog's latency spans decades
-                ax.set_yscale("log")
+        part = per_round[(per_round["workload"] == workload) & (per_round["zipf_s"] == skew)]
+        loads = sorted(part["load_per_node"].unique())
+        names = [n for n in strategy_order(part["strategy"].unique().tolist()) if n != "hash"]
+        for ax, figure in zip(line, figures, strict=True):
+            ax.axhspan(-margin * 100, margin * 100, color="0.88", zorder=0)
+            ax.axhline(0, color="0.3", lw=1)
+            for k, name in enumerate(names):
+                for x_i, load in enumerate(loads):
+                    here = part[part["load_per_node"] == load]
+                    base = here[here["strategy"] == "hash"].sort_values("round")[figure]
+                    other = here[here["strategy"] == name].sort_values("round")[figure]
+                    if len(base) != len(other) or len(base) < 2:
+                        continue
+                    direction = DIRECTIONS[figure.removesuffix(CPU_ONLY)]
+                    v = verdict(base, other, direction, margin=margin, looks=looks, exhausted=True)
+                    if v.ratio is None:
+                        continue
+                    est, lo, hi = (100 * c for c in v.change_interval)
+                    x = x_i + (k - (len(names) - 1) / 2) * 0.12
+                    color = strategy_color(name)
+                    ax.errorbar(
+                        x,
+                        est,
+                        yerr=[[est - lo], [hi - est]],
+                        fmt="o",
+                        color=color,
+                        capsize=3,
+                        markerfacecolor=color if v.decided else "white",
+                        label=name if x_i == 0 else None,
+                    )
+            ax.set_xticks(range(len(loads)), [f"{int(v):,}" for v in loads])
+            ax.set_xlim(-0.5, len(loads) - 0.5)
             ax.set_xlabel("tuples per node and batch")
-            ax.set_ylabel(label)
-            ax.set_title(f"{workload}, Zipf s = {skew}", fontsize=9)
-            ax.grid(alpha=0.3, which="both")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
-    fig.suptitle("\n".join(textwrap.wrap(caption, 200)), fontsize=8)
+            what = "capacity" if figure.startswith("capacity") else "p99 latency"
+            model = ", CPU only" if figure.endswith(CPU_ONLY) else ""
+            ax.set_ylabel(f"{what}{model}: change vs hash")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.0f}%" if v else "0"))
+            ax.set_title(f"{workload}, Zipf s = {skew:g}", fontsize=9, loc="left")
+            ax.grid(alpha=0.3, axis="y")
+    handles, labels = [], []
+    for ax in axes.flat:  # one legend: every strategy drawn somewhere
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(caption, 150)), fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def caption_of(table: pd.DataFrame) -> str:
+    """The figure's caption from its table (settings and wall), so a redraw says the same."""
+    first = table.iloc[0]
+    wall = table.drop_duplicates(["workload", "zipf_s", "load_per_node"])["point_wall_s"].sum()
+    return (
+        "Each strategy's change against hash (above 0 is better: more capacity, lower p99) "
+        f"against tuples per node and batch; {int(first['nodes'])} nodes as Spark partitions "
+        f"on 2 cores, {int(first['batches'])} batches of 1 s at the load's rate, full "
+        f"history; paired verdicts over {int(first['min_rounds'])}-{int(first['max_rounds'])} "
+        "rotated rounds (one Spark session per point), filled where decided, hollow where "
+        f"open, grey band: equivalent within ±{float(first['margin']):.0%}; wall "
+        f"{wall / 60:.0f} min; every batch checked by the oracle; 1 GbE links charged at "
+        "125 MB/s."
+    )
 
 
 def main() -> None:
@@ -192,7 +236,19 @@ def main() -> None:
         action="store_true",
         help="keep the whole points of an interrupted run (crossover.points.csv) and run the rest",
     )
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="redraw crossover.png from the committed crossover.csv and crossover.rounds.csv "
+        "in --out; run nothing",
+    )
     args = parser.parse_args()
+    if args.replot:
+        table = pd.read_csv(args.out / "crossover.csv")
+        per_round = pd.read_csv(args.out / "crossover.rounds.csv")
+        draw(table, per_round, args.out / "crossover.png", caption_of(table))
+        print(f"redrawn from its tables: {args.out / 'crossover.png'}")
+        return
     if args.min_rounds < 2:
         parser.error("--min-rounds: at least 2 (an interval needs them)")
     if args.max_rounds < args.min_rounds:
@@ -321,16 +377,7 @@ def main() -> None:
     per_round.to_csv(args.out / "crossover.rounds.csv", index=False)
     for path in (done_path, rounds_path):  # the whole figure is in crossover.csv now
         path.unlink(missing_ok=True)
-    caption = (
-        f"Capacity and p99 latency against tuples per node and batch; {args.nodes} nodes as "
-        f"Spark partitions on 2 cores, {args.batches} batches of 1 s at the load's rate, full "
-        f"history; mean and Student-t 95% interval over {args.min_rounds}-{args.max_rounds} "
-        f"paired rounds (rotated order, one Spark session per point); wall {wall / 60:.0f} min. "
-        "hash dashed (the reference); every batch checked by the oracle. 1 GbE: the links "
-        "charged at 125 MB/s; CPU only: the same runs without the network "
-        "(network_bandwidth_mb_per_s null)."
-    )
-    draw(table, args.out / "crossover.png", caption)
+    draw(table, per_round, args.out / "crossover.png", caption_of(table))
     print(f"\nwrote {args.out / 'crossover.png'} and crossover.csv (wall {wall / 60:.1f} min)")
     print_reading(per_round, policy)
 
