@@ -125,6 +125,8 @@ CASES: list[tuple[list[str], str]] = [
     (["generate", "zipf_stream", "--set", "zipf_s=-2", "--no-validate"], "zipf_s"),
     (["generate", "nope"], "dataset"),
     (["generate", "user_file", "--no-validate"], "user_file_path"),
+    # refused before GX runs (it ran, 5 s of CPU, and failed 2 expectations)
+    (["validate", ".", "--zipf-fit-tolerance", "-1"], "zipf_fit_tolerance"),
     (
         ["generate", "user_file", "--set", "user_file_path=/no/such/file.csv", "--no-validate"],
         "user_file_path",

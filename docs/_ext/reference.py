@@ -40,16 +40,30 @@ def _code(value: Any) -> str:
 
 
 def _allowed(spec: dict[str, Any]) -> str:
+    """Every rule of a Param's schema the form and the CLI's door check, in words."""
     if "enum" in spec:
         return ", ".join(_code(v) for v in spec["enum"])
+    rules = []
     items = spec.get("items", {})
     if "enum" in items:
-        return "list of: " + ", ".join(_code(v) for v in items["enum"])
-    bounds = []
-    for key, word in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<=")):
+        rules.append("list of: " + ", ".join(_code(v) for v in items["enum"]))
+    for key, word in (
+        ("minimum", ">="),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "<="),
+        ("exclusiveMaximum", "<"),
+        ("minLength", "at least {} characters"),
+        ("maxLength", "at most {} characters"),
+        ("minItems", "at least {} items"),
+        ("maxItems", "at most {} items"),
+    ):
         if key in spec:
-            bounds.append(f"{word} {spec[key]}")
-    return ", ".join(bounds)
+            rules.append(word.format(spec[key]) if "{}" in word else f"{word} {spec[key]}")
+    if spec.get("uniqueItems"):
+        rules.append("no item twice")
+    if "pattern" in spec:
+        rules.append(spec.get("x-allowed") or f"matching `{spec['pattern']}`")
+    return "; ".join(rules)
 
 
 def _type(spec: dict[str, Any]) -> str:
@@ -75,16 +89,34 @@ def params_page() -> str:
         "(and the CLI's `--conf` checks before any work). Generated on every build.",
         "",
     ]
+    from balancebench.experiment_params import param_section
+    from balancebench.model_sweep import model_param_section
+    from balancebench.sweep_grid import sweep_param_section
+
+    sections = {
+        "balance_experiment": param_section,
+        "nightly_sweep": sweep_param_section,
+        "model_experiment": model_param_section,
+        "generate_dataset": param_section,
+    }
     for dag, specs in dags:
         lines += [f"## {dag}", ""]
-        for name, spec in specs.items():
-            allowed = _allowed(spec)
-            lines.append(
-                f"- **`{name}`** ({_type(spec)}, default {_code(spec.get('default'))}"
-                + (f"; allowed: {allowed}" if allowed else "")
-                + f"): {_cell(spec.get('description', spec.get('title', '')))}"
-            )
-        lines.append("")
+        grouped: dict[str, list[str]] = {}
+        for name in specs:  # by the trigger form's sections, in the form's order
+            grouped.setdefault(sections[dag](name), []).append(name)
+        for section, names in grouped.items():
+            lines += [f"### {dag}: {section}", ""]
+            for name in names:
+                spec = specs[name]
+                allowed = _allowed(spec)
+                # An anchor per Param and DAG: docs and messages can link to one field.
+                lines.append(
+                    f'- <span id="{dag}-{name}"></span>**`{name}`** ({_type(spec)}, default '
+                    f"{_code(spec.get('default'))}"
+                    + (f"; allowed: {allowed}" if allowed else "")
+                    + f"): {_cell(spec.get('description', spec.get('title', '')))}"
+                )
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -133,15 +165,32 @@ def cli_page() -> str:
         "Each command's `--help` prints the same. Generated on every build.",
         "",
     ]
+    lines[2] = f"{(group.help or '').strip()}: " + lines[2]
     for name, command in group.commands.items():
         lines += [f"## `balancebench {name}`", "", (command.help or "").strip(), ""]
-        options = [p for p in command.params if p.name != "help"]
+        if command.context_settings.get("ignore_unknown_options") or getattr(
+            command, "allow_extra_args", False
+        ):
+            lines += ["Arguments it does not know are passed on unchanged.", ""]
+        params = [p for p in command.params if p.name != "help"]
+        arguments = [p for p in params if p.param_type_name == "argument"]
+        options = [p for p in params if p.param_type_name != "argument"]
+        if arguments:
+            lines += ["| argument | required | what it is |", "|---|---|---|"]
+            for p in arguments:
+                what = _cell(getattr(p, "help", "") or "")
+                lines.append(
+                    f"| `{(p.name or '').upper()}` | {'yes' if p.required else 'no'} | {what} |"
+                )
+            lines.append("")
         if options:
             lines += ["| option | default | what it is |", "|---|---|---|"]
             for p in options:
-                flag = ", ".join(f"`{o}`" for o in p.opts)
+                flag = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
                 default = "" if p.default is None else f"`{p.default}`"
                 what = _cell(getattr(p, "help", "") or "")
+                if p.required:
+                    what = f"**required.** {what}"
                 lines.append(f"| {flag} | {_cell(default)} | {what} |")
             lines.append("")
     return "\n".join(lines)

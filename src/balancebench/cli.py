@@ -50,7 +50,12 @@ from balancebench.round_runs import experiment_comparison
 from balancebench.rounds import figure_words
 from balancebench.schema import parse_json_object, quoted, terminal_safe
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="balancebench experiments")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="balancebench: load-balancing strategies of stream processing, compared side by "
+    "side in paired rounds (run, report, sweep, figure, run-model, generate, validate)",
+)
 # soft_wrap: a message is never cut into lines (paths in it stay copy-pastable).
 console = Console(soft_wrap=True, emoji=False)  # ":x:" in a file is text, not an emoji
 DAG_ID = "balance_experiment"
@@ -778,12 +783,29 @@ def datasets() -> None:
 
 @_command()
 def validate(
-    dataset_dir: Path,
-    zipf_fit_tolerance: float = typer.Option(_DEFAULTS["zipf_fit_tolerance"]),
+    dataset_dir: Path = typer.Argument(
+        ..., help="a dataset's folder (under .local/datasets/<generator>/<id>)"
+    ),
+    zipf_fit_tolerance: float = typer.Option(
+        _DEFAULTS["zipf_fit_tolerance"],
+        help="how far the exponent fitted from the data may be from the requested zipf_s, "
+        "beyond the sampling band (the Param zipf_fit_tolerance, 0 to 5)",
+    ),
 ) -> None:
     """Run the dataset's Great Expectations suites."""
+    from balancebench.experiment_params import EXPERIMENT_PARAMS
+    from balancebench.schema import check_values
     from balancebench.validation import validate_dataset
 
+    try:  # the Param's own rule, before any work (a negative tolerance ran GX before)
+        check_values(
+            {"zipf_fit_tolerance": EXPERIMENT_PARAMS["zipf_fit_tolerance"]},
+            {"zipf_fit_tolerance": zipf_fit_tolerance},
+            what="option",
+        )
+    except ValueError as exc:
+        console.print(f"[red]refused:[/red] {escape(terminal_safe(str(exc)))}")
+        raise typer.Exit(2) from exc
     try:
         report_ = validate_dataset(
             dataset_dir,
