@@ -40,7 +40,8 @@ def test_the_reference_pages_come_from_the_code(site):
     params = (ROOT / "docs/reference/generated/params.md").read_text(encoding="utf-8")
     metrics = (ROOT / "docs/reference/generated/metrics.md").read_text(encoding="utf-8")
     cli = (ROOT / "docs/reference/generated/cli.md").read_text(encoding="utf-8")
-    assert all(f"- **`{name}`** (" in params for name in EXPERIMENT_PARAMS)
+    assert all(f"></span>**`{name}`** (" in params for name in EXPERIMENT_PARAMS)
+    assert '<span id="balance_experiment-zipf_s"></span>' in params  # an anchor per Param
     assert all(f"| `{name}` |" in metrics for name in METRIC_DEFINITIONS)
     assert "## `balancebench run`" in cli and "`--conf`" in cli
     api = (site / "reference/generated/api.html").read_text(encoding="utf-8")

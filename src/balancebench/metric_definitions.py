@@ -713,4 +713,27 @@ METRIC_DEFINITIONS: Final[dict[str, str]] = {
     "generate_rows_per_s": "Rows of all tables divided by generate_s.",
     "validation_expectations": "Great Expectations expectations evaluated on the dataset.",
     "validation_failed_expectations": "Of those, how many failed (0 = the dataset passed).",
+    # ---- rounds, verdicts, sweeps -------------------------------------------------------
+    "rounds_finished": (
+        "Rounds of the strategy that finished on its cell group's data (count): the n behind "
+        "its means, intervals and verdicts."
+    ),
+    "<figure>_ratio": (
+        "On a strategy's cell run: its headline figure over the baseline's, the geometric "
+        "mean of the per-round ratios on the paired rounds (stats.ratio_interval); "
+        "<figure>_ratio_lo and <figure>_ratio_hi are the ends of its interval, at the level "
+        "the verdict used."
+    ),
+    "<metric>.<strategy>": (
+        "On a parent run: each strategy's mean of <metric> over its rounds, so MLflow's runs "
+        "table can show the strategies side by side as columns."
+    ),
+    "regressed_figures": (
+        "On a sweep's parent run: the (cell, figure) pairs whose figure regressed against "
+        "the cell's history (count; 0 = no alarm)."
+    ),
+    "changed_exact_figures": (
+        "On a sweep's parent run: the (cell, figure) pairs whose deterministic figure (a "
+        "result digest, a count) differs from the cell's last run (count; 0 = unchanged)."
+    ),
 }
