@@ -125,7 +125,7 @@ def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    from balancebench.plotting import strategy_color, strategy_order
+    from balancebench.plotting import strategy_color, strategy_order, verdict_point
     from balancebench.regression import DIRECTIONS
     from balancebench.stats import look_schedule, verdict
 
@@ -163,19 +163,9 @@ def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str)
                     v = verdict(base, other, direction, margin=margin, looks=looks, exhausted=True)
                     if v.ratio is None:
                         continue
-                    est, lo, hi = (100 * c for c in v.change_interval)
                     x = x_i + (k - (len(names) - 1) / 2) * 0.12
-                    color = strategy_color(name)
-                    ax.errorbar(
-                        x,
-                        est,
-                        yerr=[[est - lo], [hi - est]],
-                        fmt="o",
-                        color=color,
-                        capsize=3,
-                        markerfacecolor=color if v.decided else "white",
-                        label=name if x_i == 0 else None,
-                    )
+                    label = name if x_i == 0 else None
+                    verdict_point(ax, x, v, strategy_color(name), across=False, label=label)
             ax.set_xticks(range(len(loads)), [f"{int(v):,}" for v in loads])
             ax.set_xlim(-0.5, len(loads) - 0.5)
             ax.set_xlabel("tuples per node and batch")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from balancebench.lazy import lazy_module
-from balancebench.plotting import strategy_color, strategy_order
+from balancebench.plotting import strategy_color, strategy_order, verdict_point
 from balancebench.rounds import FIGURE_WORDS
 
 # Loaded on first use: the CLI reads its arguments without it (lazy.py).
@@ -123,18 +123,7 @@ def verdict_figure(rows: Sequence[Any], path: Path, title: str, margin: float) -
             ax.text(1.02, y, words, transform=ax.get_yaxis_transform(), va="center", fontsize=9)
             if row is None or row.verdict.ratio is None:
                 continue
-            est, lo, hi = (100 * x for x in row.verdict.change_interval)
-            color = strategy_color(name)
-            ax.errorbar(
-                est,
-                y,
-                xerr=[[est - lo], [hi - est]],
-                fmt="o",
-                color=color,
-                capsize=4,
-                markerfacecolor=color if row.verdict.decided else "white",
-                markersize=8,
-            )
+            verdict_point(ax, y, row.verdict, strategy_color(name), across=True, size=8)
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(len(names) - 0.5, -0.5)
         ax.set_title(figure_words(figure), loc="left", fontsize=10, fontweight="bold")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from balancebench.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from balancebench.stats import Verdict
 
 #: Each strategy's colour, fixed by name (matplotlib's tab20, strong shades first), so that
 #: adding a strategy never recolours another in any figure, old or new.
@@ -61,3 +64,31 @@ def strategy_color(name: str) -> str:
         return STRATEGY_COLORS[name]
     digest = hashlib.sha256(name.encode()).digest()
     return _UNLISTED_COLORS[int.from_bytes(digest[:4], "big") % len(_UNLISTED_COLORS)]
+
+
+def verdict_point(
+    ax: Any,
+    at: float,
+    found: Verdict,
+    color: str,
+    across: bool,
+    label: str | None = None,
+    size: float = 7,
+) -> None:
+    """One verdict on a forest-style axis: the change against the baseline in % (+ is
+    better) with its interval, filled where decided and hollow where open; ``across``:
+    the change runs along the x axis (``at`` is then the row's y)."""
+    est, lo, hi = (100 * c for c in found.change_interval)
+    error = [[est - lo], [hi - est]]
+    x, y, bars = (est, at, {"xerr": error}) if across else (at, est, {"yerr": error})
+    ax.errorbar(
+        x,
+        y,
+        fmt="o",
+        color=color,
+        capsize=3,
+        markerfacecolor=color if found.decided else "white",
+        markersize=size,
+        label=label,
+        **bars,
+    )

@@ -35,7 +35,7 @@ from balancebench.stats import (
     resolvable_change,
     rounds_to_decide,
 )
-from balancebench.units import unit_for
+from balancebench.units import Unit, unit_for
 
 # Loaded on first use: the CLI reads its arguments without it (lazy.py).
 pd = lazy_module("pandas")
@@ -144,23 +144,46 @@ def verdict_rows(
     ]
 
 
+@dataclass(frozen=True)
+class FigureBlock:
+    """One headline figure's verdicts as the tables show them: the baseline, the unit its
+    means print in (the baseline's prefix), and per strategy its shown mean and words."""
+
+    figure: str
+    baseline: str
+    unit: Unit
+    #: (strategy, its mean in ``unit`` or "-", the verdict's words or "(baseline)"),
+    #: the baseline first.
+    entries: list[tuple[str, str, str]]
+
+
+def figure_blocks(
+    rows: Sequence[VerdictRow], means: Mapping[str, Mapping[str, float]]
+) -> list[FigureBlock]:
+    """The verdicts grouped by figure (``means[strategy][figure]``), for every table."""
+    blocks = []
+    for figure in dict.fromkeys(r.figure for r in rows):
+        here = [r for r in rows if r.figure == figure]
+        base = here[0].baseline
+        known = means.get(base, {}).get(figure)
+        unit = unit_for(figure, known if known is not None else float("nan"))
+        said = [(base, "(baseline)"), *((r.strategy, r.text) for r in here)]
+        entries = []
+        for name, words in said:
+            value = means.get(name, {}).get(figure)
+            entries.append((name, unit.number(value) if value is not None else "-", words))
+        blocks.append(FigureBlock(figure, base, unit, entries))
+    return blocks
+
+
 def verdict_text_table(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[str, float]]) -> str:
     """The verdicts as plain text, one block per figure: each strategy's mean and its
     verdict against the baseline (``means[strategy][figure]``)."""
     lines = []
-    for figure in dict.fromkeys(r.figure for r in rows):
-        here = [r for r in rows if r.figure == figure]
-        base = here[0].baseline
-        mean = means.get(base, {}).get(figure)
-        unit = unit_for(figure, mean if mean is not None else float("nan"))
-        named = f", {unit.name}" if unit.name else ""
-        lines.append(f"{figure_words(figure)} ({figure}{named}), against {base}:")
-        if mean is not None:
-            lines.append(f"  {base:>12}  {unit.number(mean):>8}  (baseline)")
-        for r in here:
-            value = means.get(r.strategy, {}).get(figure)
-            shown = unit.number(value) if value is not None else "-"
-            lines.append(f"  {r.strategy:>12}  {shown:>8}  {r.text}")
+    for b in figure_blocks(rows, means):
+        named = f", {b.unit.name}" if b.unit.name else ""
+        lines.append(f"{figure_words(b.figure)} ({b.figure}{named}), against {b.baseline}:")
+        lines += [f"  {name:>12}  {mean:>8}  {words}" for name, mean, words in b.entries]
     return "\n".join(lines)
 
 
@@ -206,18 +229,11 @@ def verdict_markdown(rows: Sequence[VerdictRow], means: Mapping[str, Mapping[str
     """The verdicts as Markdown (MLflow renders a run's description so): the answer lines
     first, then one aligned table, each figure's unit in its heading."""
     lines = [f"- {line}" for line in answer_lines(rows)]
-    for figure in dict.fromkeys(r.figure for r in rows):
-        here = [r for r in rows if r.figure == figure]
-        base = here[0].baseline
-        known = means.get(base, {}).get(figure)
-        unit = unit_for(figure, known if known is not None else float("nan"))
-        named = f" ({unit.name})" if unit.name else ""
-        lines += ["", f"| {figure_words(figure)}{named} | mean | against {base} |"]
+    for b in figure_blocks(rows, means):
+        named = f" ({b.unit.name})" if b.unit.name else ""
+        lines += ["", f"| {figure_words(b.figure)}{named} | mean | against {b.baseline} |"]
         lines.append("|:--|--:|:--|")
-        for name, text in [(base, "(baseline)"), *((r.strategy, r.text) for r in here)]:
-            value = means.get(name, {}).get(figure)
-            shown = unit.number(value) if value is not None else "-"
-            lines.append(f"| {name} | {shown} | {text} |")
+        lines += [f"| {name} | {mean} | {words} |" for name, mean, words in b.entries]
     return "\n".join(lines)
 
 
