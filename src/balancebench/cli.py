@@ -484,7 +484,7 @@ def _sweep_report(sweep: str) -> bool:
     if run.data.tags.get(tracking.ROLE_TAG) != "sweep":
         console.print(f"[red]run {sweep} is not a nightly_sweep parent run[/red]")
         raise typer.Exit(2)
-    page = Path(run.data.tags.get("report_path", reports_dir() / f"{sweep}.html"))
+    page = Path(run.data.tags.get("report_path", reports_dir() / sweep / "report.html"))
     summary = page.with_suffix(".txt")
     print(f"sweep {sweep} ({run.info.status}): {run.info.run_name}")
     print(summary.read_text() if summary.exists() else "(no summary yet: the sweep has not ended)")

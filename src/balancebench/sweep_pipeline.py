@@ -467,7 +467,10 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     for line in measured:
         print(f"{PROGRESS} {line}", flush=True)
     title = f"{_sweep_name(p)} {g.run_id} (parent run {parent[:8]})"
-    reports = reports_dir()
+    # One folder per sweep, its files named as the run's description names them
+    # (report.html, ...): MLflow's file tree shows them whole under report/.
+    reports = reports_dir() / parent
+    reports.mkdir(parents=True, exist_ok=True)
     html_path = write_report(
         table,
         group_rows,
@@ -475,17 +478,17 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         changes,
         title,
         lambda rid: tracking.ui_link(experiment_id, rid),
-        reports / f"{parent}.html",
+        reports / "report.html",
         checks,
         measured,
         p["min_rounds"],
     )
     text = text_summary(table, group_rows, regressed, changes, checks, measured, p["min_rounds"])
-    (reports / f"{parent}.txt").write_text(text + "\n", encoding="utf-8")
-    table.to_csv(reports / f"{parent}.csv", index=False)
-    rounds_csv = reports / f"{parent}.rounds.csv"
+    (reports / "report.txt").write_text(text + "\n", encoding="utf-8")
+    table.to_csv(reports / "report.csv", index=False)
+    rounds_csv = reports / "report.rounds.csv"
     _rounds_table(grid_cells, rounds_of, p, baselines).to_csv(rounds_csv, index=False)
-    for path in (html_path, reports / f"{parent}.txt", reports / f"{parent}.csv", rounds_csv):
+    for path in (html_path, reports / "report.txt", reports / "report.csv", rounds_csv):
         client.log_artifact(parent, str(path), "report")
     client.set_tag(parent, "report_path", str(html_path))
     client.set_tag(parent, "regressions", str(len(regressed)))
