@@ -318,7 +318,13 @@ def test_sweep_runs_under_the_scheduler_and_lands_in_mlflow(service, sweeps):
         assert cell["tags.regression"] == "no"
     assert sorted(positions) == ["1", "2"]  # both ran in the group's one application
     artifacts = tracking.client().list_artifacts(parent["run_id"], "report")
-    assert {Path(a.path).suffix for a in artifacts} == {".html", ".txt", ".csv"}
+    # named as the run's description names them, whole in MLflow's file tree
+    assert {Path(a.path).name for a in artifacts} == {
+        "report.html",
+        "report.txt",
+        "report.csv",
+        "report.rounds.csv",
+    }
 
 
 def test_the_slowed_cell_and_only_it_is_flagged(service, sweeps):
