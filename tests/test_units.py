@@ -137,3 +137,14 @@ def test_two_runs_of_one_conf_are_named_apart_where_the_runs_table_cuts_names():
     # Triggered in the same second (six manual runs at once): still apart.
     same_second = run_label("manual__2026-12-02T11:16:20.654321+00:00", what)
     assert same_second[:20] != first[:20]
+
+
+def test_a_strategy_without_a_finished_round_prints_dashes_not_a_traceback():
+    """A killed or failed run leaves None in its row of the comparison (the report crashed
+    on float(None) in make test-faults)."""
+    import numpy as np
+
+    unit = unit_for("makespan_s_total", float("nan"))
+    assert spread("makespan_s_total", None, None, None, unit) == "-"
+    assert interval("makespan_s_total", None, None, None) == "-"
+    assert quantity("routing_table_entries_max", np.int64(3041)) == "3.04 k"

@@ -653,6 +653,7 @@ def _detail_tables(rows: Any, names: list[str]) -> list[Table]:
     """The rest of the comparison as details: one row per figure (its words and unit),
     each strategy's mean over the rounds ± its 95% interval's half-width; as many tables
     as it takes to keep the strategies' columns inside the terminal."""
+    import pandas as pd
     from rich import box
 
     from balancebench.compare import TABLE_WORDS
@@ -663,8 +664,10 @@ def _detail_tables(rows: Any, names: list[str]) -> list[Table]:
     cells: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     for m in shown:
-        base = float(rows.loc[names[0], m])
-        unit = unit_for(m, base)
+        # The baseline's mean picks the prefix; a strategy with no finished round has none
+        # (None in its row), and the row's figures keep their plain unit.
+        base = pd.to_numeric(rows.loc[names[0], m], errors="coerce")
+        unit = unit_for(m, float(base) if base == base else float("nan"))
         labels[m] = TABLE_WORDS[m] + (f" ({unit.name})" if unit.name else "")
         cells[m] = [
             spread(m, *(rows.loc[n, c] for c in (m, f"{m}_ci95_lo", f"{m}_ci95_hi")), unit)

@@ -10,6 +10,7 @@ name with none of these is a plain number (a ratio such as ``imbalance_max_over_
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Final
 
@@ -103,15 +104,17 @@ def quantity(metric: str, value: object) -> str:
     """One value of ``metric`` in its unit (``-`` where there is none)."""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if not isinstance(value, int | float) or value != value:
+    found = _number(value)
+    if found is None:
         return "-"
     if _kind(metric) == "flag":
-        return "yes" if value == 1 else "no"
-    return unit_for(metric, float(value)).text(float(value))
+        return "yes" if found == 1 else "no"
+    return unit_for(metric, found).text(found)
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    """``value`` as a float, None where it is none (None, NaN, text); numpy's numbers too."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
         return None
     return float(value)
 
