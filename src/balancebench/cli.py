@@ -575,10 +575,6 @@ def _run_report(experiment: str, parent: str | None) -> bool:
     return status == "FINISHED" and rows is not None
 
 
-def _count(value: Any) -> str:
-    return f"{value:.0f}" if isinstance(value, int | float) and value == value else "-"
-
-
 def _wrapped(text: str, indent: str = "  ") -> str:
     """``text`` wrapped to the terminal, its later lines indented."""
     import textwrap
@@ -608,7 +604,7 @@ def _verdict_table(found: Any) -> Table:
     (the means' intervals are in comparison.csv). Narrow enough for 80 columns."""
     from rich import box
 
-    from balancebench.units import unit_for
+    from balancebench.round_runs import figure_blocks
 
     table = Table(
         title="the verdicts: each strategy against the baseline, paired rounds",
@@ -618,22 +614,9 @@ def _verdict_table(found: Any) -> Table:
         pad_edge=False,
     )
     cells: list[tuple[str, str, str]] = []
-    for figure in dict.fromkeys(r.figure for r in found.rows):
-        rows = [r for r in found.rows if r.figure == figure]
-        base = rows[0].baseline
-        means = {
-            name: found.columns.get(name, {}).get(f"{figure}_mean")
-            for name in [base, *(r.strategy for r in rows)]
-        }
-        known = means[base]
-        unit = unit_for(figure, known if isinstance(known, float) else float("nan"))
-
-        shown = {
-            name: unit.number(v) if isinstance(v, int | float) else "-" for name, v in means.items()
-        }
-        cells.append((figure_words(figure), unit.name, ""))
-        cells.append((f"  {base}", shown[base], "(baseline)"))
-        cells += [(f"  {r.strategy}", shown[r.strategy], r.text) for r in rows]
+    for b in figure_blocks(found.rows, found.means()):
+        cells.append((figure_words(b.figure), b.unit.name, ""))
+        cells += [(f"  {name}", mean, words) for name, mean, words in b.entries]
     # The names and the means never shrink; a verdict too long for the terminal (a huge
     # interval after few rounds) folds onto a second line rather than cut them short.
     for i, heading in enumerate(("figure", "mean")):
@@ -653,21 +636,18 @@ def _detail_tables(rows: Any, names: list[str]) -> list[Table]:
     """The rest of the comparison as details: one row per figure (its words and unit),
     each strategy's mean over the rounds ± its 95% interval's half-width; as many tables
     as it takes to keep the strategies' columns inside the terminal."""
-    import pandas as pd
     from rich import box
 
     from balancebench.compare import TABLE_WORDS
     from balancebench.rounds import VERDICT_FIGURES
-    from balancebench.units import spread, unit_for
+    from balancebench.units import quantity, spread, unit_for
 
     shown = [m for m in TABLE_WORDS if m not in VERDICT_FIGURES]
     cells: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     for m in shown:
-        # The baseline's mean picks the prefix; a strategy with no finished round has none
-        # (None in its row), and the row's figures keep their plain unit.
-        base = pd.to_numeric(rows.loc[names[0], m], errors="coerce")
-        unit = unit_for(m, float(base) if base == base else float("nan"))
+        # The baseline's mean picks the prefix (none where it has no finished round).
+        unit = unit_for(m, rows.loc[names[0], m])
         labels[m] = TABLE_WORDS[m] + (f" ({unit.name})" if unit.name else "")
         cells[m] = [
             spread(m, *(rows.loc[n, c] for c in (m, f"{m}_ci95_lo", f"{m}_ci95_hi")), unit)
@@ -690,7 +670,7 @@ def _detail_tables(rows: Any, names: list[str]) -> list[Table]:
         table.add_column("figure", no_wrap=True)
         for name in part:
             table.add_column(name, justify="right", no_wrap=True)
-        rounds = [_count(rows.loc[n, "rounds_finished"]) for n in part]
+        rounds = [quantity("rounds_finished", rows.loc[n, "rounds_finished"]) for n in part]
         table.add_row("rounds", *rounds)
         for m in shown:
             table.add_row(labels[m], *cells[m][first : first + per_table])

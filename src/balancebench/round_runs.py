@@ -165,13 +165,9 @@ def figure_blocks(
     for figure in dict.fromkeys(r.figure for r in rows):
         here = [r for r in rows if r.figure == figure]
         base = here[0].baseline
-        known = means.get(base, {}).get(figure)
-        unit = unit_for(figure, known if known is not None else float("nan"))
+        unit = unit_for(figure, means.get(base, {}).get(figure))
         said = [(base, "(baseline)"), *((r.strategy, r.text) for r in here)]
-        entries = []
-        for name, words in said:
-            value = means.get(name, {}).get(figure)
-            entries.append((name, unit.number(value) if value is not None else "-", words))
+        entries = [(n, unit.shown(means.get(n, {}).get(figure)), w) for n, w in said]
         blocks.append(FigureBlock(figure, base, unit, entries))
     return blocks
 

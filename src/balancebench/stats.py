@@ -190,11 +190,16 @@ def ratio_interval(
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, False, level)
 
 
+def _log_half_width(ratio: Ratio) -> float:
+    """The interval's half-width on the log scale (the t interval's own)."""
+    return (math.log(ratio.hi) - math.log(ratio.lo)) / 2
+
+
 def resolvable_change(ratio: Ratio) -> float:
     """The smallest change the rounds so far resolve: the interval's half-width on the
     log scale as a share (0.092: a true change under about ±9.2% cannot be told from no
     change at these rounds)."""
-    return math.exp((math.log(ratio.hi) - math.log(ratio.lo)) / 2) - 1
+    return math.exp(_log_half_width(ratio)) - 1
 
 
 def rounds_to_decide(
@@ -210,10 +215,12 @@ def rounds_to_decide(
     from scipy import stats
 
     effect = abs(math.log(ratio.estimate))
-    half = (math.log(ratio.hi) - math.log(ratio.lo)) / 2
+    half = _log_half_width(ratio)
     if effect == 0 or half == 0 or ratio.n < 2:
         return None
     sd = half * math.sqrt(ratio.n) / _t(ratio.level, ratio.n - 1)
+    if _power(stats, effect, sd, cap, ratio.level) < power:  # within the noise: no scan
+        return None
     for rounds in range(2, cap + 1):  # the power grows with the rounds: the first that reaches it
         if _power(stats, effect, sd, rounds, ratio.level) >= power:
             return rounds

@@ -35,6 +35,12 @@ class Unit:
         """``value`` with the unit's name (``10.6 M tuples/s``)."""
         return f"{self.number(value)} {self.name}".rstrip()
 
+    def shown(self, value: object) -> str:
+        """Any table cell's value in this unit: ``-`` where there is no number (None, NaN:
+        a strategy with no finished round)."""
+        found = _number(value)
+        return "-" if found is None else self.number(found)
+
 
 def _digits(x: float) -> str:
     """3 significant digits in positional notation (``0.00123``, ``12.3``, ``12300``)."""
@@ -73,11 +79,13 @@ def is_count(metric: str) -> bool:
     return _kind(metric) == "count"
 
 
-def unit_for(metric: str, typical: float) -> Unit:
+def unit_for(metric: str, typical: object) -> Unit:
     """The unit ``metric``'s values print in, its prefix chosen for ``typical`` (the
-    values of one table row share the baseline's, so they read side by side)."""
+    values of one table row share the baseline's, so they read side by side; no number
+    there, None or NaN, gives the unit without a prefix)."""
     kind = _kind(metric)
-    size = abs(typical) if math.isfinite(typical) else 0.0
+    found = _number(typical)
+    size = abs(found) if found is not None and math.isfinite(found) else 0.0
     if kind in ("s", "ms"):
         seconds = size / 1000 if kind == "ms" else size
         per = 1000.0 if kind == "ms" else 1.0  # the value's own unit in seconds: 1/per
