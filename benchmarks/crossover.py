@@ -126,16 +126,17 @@ def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str)
     from matplotlib.ticker import FuncFormatter
 
     from balancebench.plotting import strategy_color, strategy_order, verdict_point
-    from balancebench.regression import DIRECTIONS
-    from balancebench.stats import look_schedule, verdict
 
     first = table.iloc[0]
-    looks = look_schedule(int(first["min_rounds"]), int(first["max_rounds"]))
-    margin = float(first["margin"])
+    policy = RoundPolicy(int(first["min_rounds"]), int(first["max_rounds"]), float(first["margin"]))
+    margin = policy.margin
     figures = ["capacity_tuples_per_s", "latency_p99_s"]
+    # The verdicts as the reading has them (point_verdicts), per network model.
+    verdicts = {"": point_verdicts(per_round, policy)}
     cpu = [f + CPU_ONLY for f in figures if f + CPU_ONLY in per_round]
     if cpu and not all(np.allclose(per_round[c], per_round[c[: -len(CPU_ONLY)]]) for c in cpu):
         figures += cpu
+        verdicts[CPU_ONLY] = point_verdicts(cpu_only_rounds(per_round), policy)
     else:
         caption += " The CPU-only model gives the same figures here: not drawn."
     rows = table[["workload", "zipf_s"]].drop_duplicates().values.tolist()
@@ -152,16 +153,12 @@ def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str)
         for ax, figure in zip(line, figures, strict=True):
             ax.axhspan(-margin * 100, margin * 100, color="0.88", zorder=0)
             ax.axhline(0, color="0.3", lw=1)
+            model = CPU_ONLY if figure.endswith(CPU_ONLY) else ""
             for k, name in enumerate(names):
                 for x_i, load in enumerate(loads):
-                    here = part[part["load_per_node"] == load]
-                    base = here[here["strategy"] == "hash"].sort_values("round")[figure]
-                    other = here[here["strategy"] == name].sort_values("round")[figure]
-                    if len(base) != len(other) or len(base) < 2:
-                        continue
-                    direction = DIRECTIONS[figure.removesuffix(CPU_ONLY)]
-                    v = verdict(base, other, direction, margin=margin, looks=looks, exhausted=True)
-                    if v.ratio is None:
+                    point = verdicts[model].get((workload, skew, load), {})
+                    v = point.get((name, figure.removesuffix(CPU_ONLY)))
+                    if v is None or v.ratio is None:
                         continue
                     x = x_i + (k - (len(names) - 1) / 2) * 0.12
                     label = name if x_i == 0 else None
@@ -170,8 +167,8 @@ def draw(table: pd.DataFrame, per_round: pd.DataFrame, path: Path, caption: str)
             ax.set_xlim(-0.5, len(loads) - 0.5)
             ax.set_xlabel("tuples per node and batch")
             what = "capacity" if figure.startswith("capacity") else "p99 latency"
-            model = ", CPU only" if figure.endswith(CPU_ONLY) else ""
-            ax.set_ylabel(f"{what}{model}: change vs hash")
+            said = ", CPU only" if model else ""
+            ax.set_ylabel(f"{what}{said}: change vs hash")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.0f}%" if v else "0"))
             ax.set_title(f"{workload}, Zipf s = {skew:g}", fontsize=9, loc="left")
             ax.grid(alpha=0.3, axis="y")
@@ -411,15 +408,19 @@ def point_verdicts(per_round: pd.DataFrame, policy: RoundPolicy) -> dict[tuple, 
     return out
 
 
+def cpu_only_rounds(per_round: pd.DataFrame) -> pd.DataFrame:
+    """The rounds table with the network figures of the CPU-only model in their place
+    (the rounds that have them: points recorded before them have none)."""
+    known = per_round.dropna(subset=[f + CPU_ONLY for f in NETWORK_FIGURES])
+    return known.assign(**{f: known[f + CPU_ONLY] for f in NETWORK_FIGURES})
+
+
 def print_reading(per_round: pd.DataFrame, policy: RoundPolicy) -> None:
     """Per (workload, skew, load): each strategy's capacity and p99 against hash's."""
     tables = [("1 GbE", per_round)]
     columns = [f + CPU_ONLY for f in NETWORK_FIGURES]
     if set(columns) <= set(per_round):  # points recorded before them (--resume) have none
-        known = per_round.dropna(subset=columns)
-        tables.append(
-            ("CPU only", known.assign(**{f: known[f + CPU_ONLY] for f in NETWORK_FIGURES}))
-        )
+        tables.append(("CPU only", cpu_only_rounds(per_round)))
     for network, table in tables:
         print(f"\nverdicts against hash on the paired rounds, {network} (capacity; p99 latency)")
         for (workload, skew, load), found in point_verdicts(table, policy).items():
