@@ -102,7 +102,9 @@ def params_page() -> str:
     for dag, specs in dags:
         lines += [f"## {dag}", ""]
         grouped: dict[str, list[str]] = {}
-        for name in specs:  # by the trigger form's sections, in the form's order
+        # By their sections, in the specs' order (the form shows each DAG's first-run
+        # fields first, in its one open section: dags/dag_support/params.py).
+        for name in specs:
             grouped.setdefault(sections[dag](name), []).append(name)
         for section, names in grouped.items():
             lines += [f"### {dag}: {section}", ""]
