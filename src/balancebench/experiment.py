@@ -423,9 +423,9 @@ def report_round(label: str = "") -> Callable[[Rounds], None]:
 
 
 PROGRESS = "[balancebench progress]"
-#: A run's position in its Spark application, and how many runs the application had at
-#: least (its groups' minimum rounds).
-RUN_INDEX_TAG, RUNS_IN_APPLICATION_TAG = "balancebench.run_index", "balancebench.runs_in_app"
+#: A run's position in its Spark application (1 = the first, which pays its first-use
+#: costs).
+RUN_INDEX_TAG = "balancebench.run_index"
 #: A run's position among the runs on its loaded dataset (1 = the first after the load).
 DATASET_RUN_INDEX_TAG = "balancebench.dataset_run_index"
 #: The Spark application a sweep's run ran in (its Airflow task's name):
@@ -507,7 +507,7 @@ class GroupSpec:
             tags={
                 **cell.tags,
                 tracking.ROLE_TAG: "round",
-                ROUND_TAG: str(r),
+                ROUND_TAG: str(r + 1),  # from 1, as the run's name
                 GROUP_TAG: self.label,
             },
         )
@@ -709,7 +709,7 @@ class _Application:
                 f"{name}{left}",
                 flush=True,
             )
-            position = Position(self.index, self.least, self.on_dataset)
+            position = Position(self.index, self.on_dataset)
             started = time.perf_counter()
             try:
                 record = _measure(
@@ -821,11 +821,10 @@ def _label(run: _Checked) -> str:
 @dataclass(frozen=True)
 class Position:
     """Where a run ran: its position in its Spark application (1 = first, which pays the
-    application's first-use costs), the application's runs, and its position among the
-    runs on its loaded dataset (1 = first after the load)."""
+    application's first-use costs) and among the runs on its loaded dataset (1 = first
+    after the load)."""
 
     in_application: int
-    runs_in_application: int
     on_dataset: int
 
 
@@ -868,7 +867,6 @@ def _measure(
         "strategy_reference": strategy.reference,
         # Where it ran in its application (1 = first, which pays the first-use costs).
         RUN_INDEX_TAG: str(position.in_application),
-        RUNS_IN_APPLICATION_TAG: str(position.runs_in_application),
         DATASET_RUN_INDEX_TAG: str(position.on_dataset),
         **spec.tags,
         **reaper.owner_tags(),

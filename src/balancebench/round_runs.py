@@ -46,7 +46,7 @@ ROUNDS_FINISHED: Final[str] = "rounds_finished"
 
 def finished_rounds(cell_run: str) -> pd.DataFrame:
     """The cell's FINISHED round runs (``mlflow.search_runs`` rows) with a ``round``
-    column (from 0), in round order."""
+    column (from 1, as the run's name and tag), in round order."""
     children = tracking.child_runs(cell_run)
     if children.empty:
         return children.assign(round=pd.Series(dtype=int))

@@ -149,11 +149,11 @@ def ensure_experiment(name: str) -> str:
             f"{existing.experiment_id}`, or Restore in the UI's deleted experiments) or pick "
             "another name"
         )
+    view = {KIND_TAG: MODEL_TRAINING, SHARED_VIEW_TAG + RUNS_VIEW_KEY: runs_table_view()}
     if existing is not None:
-        if existing.tags.get(KIND_TAG) != MODEL_TRAINING:  # one made before the tag
-            mlflow.MlflowClient().set_experiment_tag(
-                existing.experiment_id, KIND_TAG, MODEL_TRAINING
-            )
+        for key, value in view.items():
+            if existing.tags.get(key) != value:  # one made before the tag, or its change
+                mlflow.MlflowClient().set_experiment_tag(existing.experiment_id, key, value)
         return existing.experiment_id
     location = artifact_root() / name
     location.mkdir(parents=True, exist_ok=True)
@@ -161,7 +161,7 @@ def ensure_experiment(name: str) -> str:
         return mlflow.create_experiment(
             name,
             artifact_location=location.as_uri(),
-            tags={NOTE_TAG: EXPERIMENT_DESCRIPTION, KIND_TAG: MODEL_TRAINING},
+            tags={NOTE_TAG: EXPERIMENT_DESCRIPTION, **view},
         )
     except Exception as exc:
         # Two runs triggered at once both found it missing: the other one made it.
@@ -569,10 +569,34 @@ def ui_url() -> str:
 MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 
+#: The runs table's view as balancebench's links open it, saved the way MLflow's own
+#: "Share" button saves one: an experiment tag ``mlflow.sharedViewState.<key>`` holding the
+#: view's JSON, opened by ``?viewStateShareKey=<key>`` (:func:`ui_link`). Its columns: each
+#: run's description (a parent's leads with the answer), each strategy's verdict per
+#: headline figure in words and its ratio to the baseline. The user's own column choices
+#: are untouched; an experiment opened from MLflow's list shows MLflow's defaults.
+RUNS_VIEW_KEY = "balancebench-verdicts"
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+
+
+def runs_table_view() -> str:
+    """The JSON of :data:`RUNS_VIEW_KEY`'s view (MLflow 3.17's ``selectedColumns`` keys:
+    ``<kind>.`<name>```)."""
+    from balancebench.rounds import VERDICT_FIGURES
+
+    columns = ["attributes.`Description`", "attributes.`Duration`"]
+    columns += [f"tags.`verdict.{f}`" for f in VERDICT_FIGURES]
+    columns += [f"metrics.`{f}_ratio`" for f in VERDICT_FIGURES]
+    return json.dumps({"selectedColumns": columns})
+
+
 def ui_link(experiment_id: str | None = None, run_id: str | None = None) -> str:
-    """The MLflow UI page of a run, of an experiment's runs table, or of the experiment list,
-    on its model-training pages."""
+    """The MLflow UI page of a run, of an experiment's runs table (in the verdicts' view,
+    :data:`RUNS_VIEW_KEY`), or of the experiment list, on its model-training pages."""
     page = "experiments"
+    query = MODEL_TRAINING_VIEW
     if experiment_id is not None:
         page += f"/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
-    return f"{ui_url()}/#/{page}?{MODEL_TRAINING_VIEW}"
+        if run_id is None:
+            query += f"&viewStateShareKey={RUNS_VIEW_KEY}"
+    return f"{ui_url()}/#/{page}?{query}"

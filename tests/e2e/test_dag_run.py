@@ -135,6 +135,13 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
     verdict = by.loc["mnrt", "tags.verdict.capacity_tuples_per_s"]
     assert re.match(r"(\d+\.\d% (faster|slower)|equivalent within|no clear difference)", verdict)
     assert parent["tags.verdict.mnrt.capacity_tuples_per_s"] == verdict
+    # The runs table's view (the printed experiment link) shows columns a cell run has.
+    experiment = client.get_experiment(parent["experiment_id"])
+    view = json.loads(experiment.tags[tracking.SHARED_VIEW_TAG + tracking.RUNS_VIEW_KEY])
+    for column in view["selectedColumns"]:
+        kind, name = re.fullmatch(r"(\w+)\.`(.+)`", column).groups()
+        if kind != "attributes":
+            assert pd.notna(by.loc["mnrt", f"{kind}.{name}"]), column
     # MLflow's description leads with the answer: a line per strategy, then the table.
     note = parent["tags.mlflow.note.content"]
     assert note.startswith("**Verdicts on the paired rounds**\n\n- mnrt against hash: "), note

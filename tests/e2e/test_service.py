@@ -57,6 +57,15 @@ MANUAL = {
     "experiment": "e2e-concurrent-service",
 }
 MANUAL_RUNS = 6
+# Triggered beside them: two strategies, two rounds, so its note and MLflow description
+# carry verdicts (undecided at two rounds, but worded) for the browser to read.
+VERDICT_RUN = {
+    **TINY,
+    "strategies": ["hash", "qmmp"],
+    "min_rounds": 2,
+    "max_rounds": 2,
+    "experiment": "e2e-verdicts",
+}
 JUST_PAST = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=3)
 # What a database in trouble writes (SQLAlchemy's wrapper of driver errors, PostgreSQL's
 # lock and serialization failures, SQLite's lock).
@@ -229,13 +238,21 @@ def sweeps(service):
             manual_runs = list(
                 pool.map(lambda _: api.trigger("balance_experiment", MANUAL), range(MANUAL_RUNS))
             )
+        verdict_run = api.trigger("balance_experiment", VERDICT_RUN)
         first = api.wait(sweep_run)
         manuals = [api.wait(run) for run in manual_runs]
+        verdicts = api.wait(verdict_run)
     # One round each: the regression rule needs one earlier result, and the two
     # cells of a sweep already run side by side (make test-faults' time is near its bound).
     service["slow_plans"].write_text(json.dumps({SLOW: 1500}))
     second = api.run_dag("nightly_sweep", SWEEP)
-    return {"first": first[:2], "second": second, "concurrent": (first, manuals), "memory": memory}
+    return {
+        "first": first[:2],
+        "second": second,
+        "concurrent": (first, manuals),
+        "verdicts": verdicts,
+        "memory": memory,
+    }
 
 
 def _sweep_parents():
@@ -600,6 +617,53 @@ def test_mlflow_opens_on_the_runs_table_with_the_headline_apart(service, sweeps)
     assert f"/#/experiments/{exp.experiment_id}/runs?" in table_url
     assert "Token Usage" not in table_text and "Model training" in table_text
     assert [(n, int(c)) for n, c in sections] == list(per_section.items()), sections
+
+
+def test_the_verdict_leads_the_run_note_and_mlflow_within_two_clicks(service, sweeps):
+    """A two-strategy run, read in Chromium as a user does: the Airflow DAG run's note
+    leads with the verdict line and ends with the MLflow link; that link opens the parent
+    run, whose description leads with the same verdict; from MLflow's experiment list the
+    description is two clicks away (experiment, parent); the runs table the printed
+    experiment link opens shows the verdict columns. Screenshots of each page go to the
+    service folder."""
+    from playwright.sync_api import sync_playwright
+
+    state, tis, run = sweeps["verdicts"]
+    assert state == "success", tis
+    verdict_line, link = run["note"].split("\n\nMLflow: ")
+    assert verdict_line.startswith("qmmp against ") and "capacity" in verdict_line, run["note"]
+    mlflow = tracking.store()
+    exp = mlflow.get_experiment_by_name(VERDICT_RUN["experiment"])
+    parent = mlflow.search_runs(
+        [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
+    ).iloc[0]
+    assert link == tracking.ui_link(exp.experiment_id, parent["run_id"])
+    folder = service["folder"]
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        airflow = _airflow_page(browser, service)
+        airflow.goto(f"{service['api']}/dags/balance_experiment/runs/{run['dag_run_id']}")
+        airflow.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
+        airflow.screenshot(path=str(folder / "airflow-run-note.png"))
+        note_shown = airflow.inner_text("body")
+        page = _mlflow_page(browser, service)
+        page.goto(link)
+        page.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(folder / "mlflow-parent-run.png"))
+        # From the list (the banner's link, as a user opens it): click 1 the experiment,
+        # click 2 the parent run.
+        page.goto(re.search(r"^MLflow UI:\s+(\S+)", service["banner"], re.M).group(1))
+        page.get_by_role("link", name=VERDICT_RUN["experiment"], exact=True).click()
+        page.get_by_role("link", name=parent["tags.mlflow.runName"]).first.click()
+        page.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
+        # The printed experiment link: the verdict columns beside each run's description.
+        page.goto(tracking.ui_link(exp.experiment_id))
+        page.get_by_role("link", name=parent["tags.mlflow.runName"]).first.wait_for(timeout=60_000)
+        headers = page.inner_text("body")
+        page.screenshot(path=str(folder / "mlflow-runs-table.png"))
+        browser.close()
+    assert "MLflow: " in note_shown
+    assert "verdict.capacity_tuples_per_s" in headers and "Description" in headers, headers
 
 
 def test_the_banners_mlflow_link_leads_through_the_experiment_list_to_a_runs_table(service, sweeps):

@@ -277,7 +277,7 @@ def _resumed_sweep_counts_each_round_once(
             per_cell.setdefault(run.data.tags["mlflow.parentRunId"], []).append(
                 run.data.tags["balancebench.round"]
             )
-    assert sorted(map(sorted, per_cell.values())) == [[str(r) for r in range(ROUNDS)]] * 2
+    assert sorted(map(sorted, per_cell.values())) == [[str(r) for r in range(1, ROUNDS + 1)]] * 2
 
 
 def _every_run() -> dict[str, str]:
