@@ -413,8 +413,9 @@ def compare_step(generated: dict[str, Any]) -> tuple[bool, str]:
         _tag_failure_once(client, parent, why)
         tracking.end_run(parent, "FAILED", f"strategies short of their rounds: {short}")
         return False, text
-    answer = f"**Verdicts on the paired rounds**\n\n{found.verdict_markdown()}"
-    tracking.end_run(parent, "FINISHED", answer, lead=True)
+    # The verdict itself is the description's first line: the runs table's Description
+    # column shows that line.
+    tracking.end_run(parent, "FINISHED", found.verdict_markdown(), lead=True)
     return True, text
 
 

@@ -144,7 +144,7 @@ def test_dag_run_logs_one_child_per_strategy_with_its_rounds(local_state):
             assert pd.notna(by.loc["mnrt", f"{kind}.{name}"]), column
     # MLflow's description leads with the answer: a line per strategy, then the table.
     note = parent["tags.mlflow.note.content"]
-    assert note.startswith("**Verdicts on the paired rounds**\n\n- mnrt against hash: "), note
+    assert note.startswith("- mnrt against hash: "), note
     assert re.search(r"^\| capacity \(.*\) \| mean \| against hash \|$", note, re.M), note
     assert parent["metrics.latency_p99_s.mnrt"] > 0
     # One run per round under each cell, in rotated order: hash first, then mnrt first.
