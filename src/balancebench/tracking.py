@@ -572,9 +572,11 @@ MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 #: The runs table's view as balancebench's links open it, saved the way MLflow's own
 #: "Share" button saves one: an experiment tag ``mlflow.sharedViewState.<key>`` holding the
 #: view's JSON, opened by ``?viewStateShareKey=<key>`` (:func:`ui_link`). Its columns: each
-#: run's description (a parent's leads with the answer), each strategy's verdict per
-#: headline figure in words and its ratio to the baseline. The user's own column choices
-#: are untouched; an experiment opened from MLflow's list shows MLflow's defaults.
+#: run's description (a parent's leads with the answer in words) and, per headline figure,
+#: each strategy's ratio to the baseline with its interval's ends (a cell run's metrics;
+#: the verdict tags' columns did not show in MLflow 3.17's table, seen in the browser test).
+#: The user's own column choices are untouched; an experiment opened from MLflow's list
+#: shows MLflow's defaults.
 RUNS_VIEW_KEY = "balancebench-verdicts"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
 
@@ -585,8 +587,7 @@ def runs_table_view() -> str:
     from balancebench.rounds import VERDICT_FIGURES
 
     columns = ["attributes.`Description`", "attributes.`Duration`"]
-    columns += [f"tags.`verdict.{f}`" for f in VERDICT_FIGURES]
-    columns += [f"metrics.`{f}_ratio`" for f in VERDICT_FIGURES]
+    columns += [f"metrics.`{f}_ratio{end}`" for f in VERDICT_FIGURES for end in ("", "_lo", "_hi")]
     return json.dumps({"selectedColumns": columns})
 
 
