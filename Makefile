@@ -23,12 +23,12 @@ $(UV):
 # without javac they route in Python); fast when nothing changed. Bytecode at install:
 # where PYTHONDONTWRITEBYTECODE is set (as on this machine), Python would otherwise
 # compile every module it imports, every time (a DAG file took 7.5 s of CPU, 1.9 s with).
-# Last, the Spark driver JVMs' class archive (src/balancebench/spark/class_archive.py):
+# Last, the Spark driver JVMs' class archive (src/balancebench/orchestration/class_archive.py):
 # about a minute once, then each spark-submit's JVM starts on about half the CPU.
 setup: $(UV)
 	$(UV) sync --frozen --compile-bytecode
 	$(UV_RUN) python -m balancebench.spark.jvm_routing build
-	$(UV_RUN) python -m balancebench.spark.class_archive build
+	$(UV_RUN) python -m balancebench.orchestration.class_archive build
 
 run: setup
 	$(UV_RUN) balancebench run --conf "$$CONF" $(if $(SPARK_MASTER),--spark-master "$$SPARK_MASTER")

@@ -3,7 +3,7 @@
     uv run python benchmarks/class_archive.py --rounds 5
 
 Each round runs one small Spark application twice, with the archive ``make setup``
-built (``balancebench.spark.class_archive``) and without it, alone on the machine, the
+built (``balancebench.orchestration.class_archive``) and without it, alone on the machine, the
 order alternating round by round: ``spark-submit spark_apps/exercise_classes.py
 --strategies mnrt readj`` (one round of two strategies the archive's own exercise does
 not run, on 20,000 TOPK tuples, through the path every run takes), in the environment of
@@ -11,7 +11,7 @@ the exercise (``class_archive.exercise_env``: a ``BALANCEBENCH_LOCAL`` of its ow
 one untimed run first generates the dataset and opens the MLflow store), with
 ``-XX:SharedArchiveFile`` left out for the run without. It prints each run's CPU (the
 whole application: the JVM, the Python driver and its workers, as ``getrusage`` of the
-waited-for processes) and wall, then the paired verdicts (``balancebench.stats.verdict``)
+waited-for processes) and wall, then the paired verdicts (``balancebench.core.stats.verdict``)
 on both.
 
 What it leaves out: the Python processes' CPU, which the archive does not change, is in
@@ -28,9 +28,9 @@ import sys
 import tempfile
 import time
 
-from balancebench.paths import source_root
-from balancebench.spark import class_archive
-from balancebench.stats import LOWER, verdict
+from balancebench.core.stats import LOWER, verdict
+from balancebench.orchestration import class_archive
+from balancebench.state.paths import source_root
 
 
 def run_once(with_archive: bool, strategies: tuple[str, ...], local: str) -> tuple[float, float]:

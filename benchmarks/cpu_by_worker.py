@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from balancebench.schema import positive_float
+from balancebench.core.schema import positive_float
 
 TICKS = os.sysconf("SC_CLK_TCK")
 #: Kinds of process, by a piece of the command line (first match wins).

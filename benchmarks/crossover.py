@@ -11,12 +11,12 @@ load: tuples per node and batch x nodes per second), full history, every batch c
 by the oracle. TOPK is the topic stream (10k topics, no drift: skew is the only effect);
 EQ5 is TPC-H at the scale factor that gives the load (Lineitem and Supplier both
 streamed). One Spark session per point (dataset), its strategies in paired, rotated rounds
-(``balancebench.rounds``: at least ``--min-rounds``, more until every strategy's verdict
+(``balancebench.experiment.rounds``: at least ``--min-rounds``, more until every strategy's verdict
 against hash on capacity, node service, routing and p99 latency is decided, up to
 ``--max-rounds`` or the point's ``--point-minutes``), each run warmed up under its own
 strategy first; per strategy the mean
 and Student-t 95% interval over its rounds, and its verdict against hash on the paired
-rounds (``balancebench.stats``). Besides the two plotted figures the table has what they
+rounds (``balancebench.core.stats``). Besides the two plotted figures the table has what they
 are made of (routing, node service, migration, plan: all charged CPU), so a verdict can be
 traced to a component.
 
@@ -42,11 +42,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from balancebench.experiment import LoadedCell, report_round, report_run, summarize
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import RoundPolicy, group_verdicts, run_rounds, verdict_text
-from balancebench.schema import positive_int
-from balancebench.stats import DEFAULT_MARGIN, columns_over
+from balancebench.core.schema import positive_int
+from balancebench.core.stats import DEFAULT_MARGIN, columns_over
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import RoundPolicy, group_verdicts, run_rounds, verdict_text
+from balancebench.experiment.run_log import report_round, report_run, summarize
+from balancebench.experiment.runs import LoadedCell
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The figure's grid: strategies per workload, skews and loads (tuples per node and batch).

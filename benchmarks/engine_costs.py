@@ -10,7 +10,7 @@ up under its own code paths first (``experiment.warm_up``); a section's strategi
 ``--rounds`` rotated rounds and every figure printed is the median. Sections:
 
 - ``coverage``: the verdicts on simulated rounds with a known truth
-  (``balancebench.stats_coverage``): how often the paired ratio's interval holds the true
+  (``balancebench.experiment.stats_coverage``): how often the paired ratio's interval holds the true
   ratio at 5 and 10 rounds, how often an equivalence or a difference is called wrongly,
   with rounds added until decided too, and the old bootstrap beside Student's t.
 - ``routing``: routing CPU per tuple of ``hash``, ``pkg`` and ``wchoices`` on 4 batches of
@@ -66,17 +66,18 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell, report_round, report_run
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.hashing import FRACTION_UNITS
-from balancebench.rounds import (
+from balancebench.core.hashing import FRACTION_UNITS
+from balancebench.core.schema import positive_int
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import (
     RoundPolicy,
     fixed_rounds,
     rotated_rounds,
     run_rounds,
     verdict_lines,
 )
-from balancebench.schema import positive_int
+from balancebench.experiment.run_log import report_round, report_run
+from balancebench.experiment.runs import LoadedCell
 
 SECTIONS = ("coverage", "routing", "tables", "fixed", "per_tuple", "signal", "noise", "migration")
 
@@ -109,12 +110,12 @@ def section_routing(spark: Any, args: argparse.Namespace) -> None:
     path its runs take (the JVM router where ``make setup`` compiled it) and forced into
     Python workers, beside the Python path with a trivial decision; paired rotated
     rounds, verdicts on the ratio to ``hash``."""
-    from balancebench.hashing import home_nodes
+    from balancebench.core.hashing import home_nodes
+    from balancebench.core.stats import LOWER
+    from balancebench.core.stats import verdict as stats_verdict
     from balancebench.spark import jvm_routing
     from balancebench.spark.engine import Engine
     from balancebench.spark.routers import PerTupleRouter
-    from balancebench.stats import LOWER
-    from balancebench.stats import verdict as stats_verdict
     from balancebench.strategies import get_strategy
     from balancebench.strategies.pkg import PkgStrategy
 
@@ -197,15 +198,15 @@ def section_tables(spark: Any, args: argparse.Namespace) -> None:
     over the round's batches, paired rounds, the one statistics function."""
     from pyspark.sql import functions as F
 
-    from balancebench.hashing import home_nodes
-    from balancebench.routing_table import RoutingTable
+    from balancebench.core.hashing import home_nodes
+    from balancebench.core.routing_table import RoutingTable
+    from balancebench.core.stats import LOWER
+    from balancebench.core.stats import verdict as stats_verdict
     from balancebench.spark.loop import batch_frame
     from balancebench.spark.node_state import counted_rows
     from balancebench.spark.placement import fraction_unit, home_node, jvm_tables, partition_by_node
     from balancebench.spark.rest_task_metrics import ROUTE, TaskMetricsReader, group_work
     from balancebench.spark.routers import BATCH_COLUMNS, STORE, KeyLevelRouter, RouteContext
-    from balancebench.stats import LOWER
-    from balancebench.stats import verdict as stats_verdict
     from balancebench.strategies import get_strategy
 
     params = topk_params(
@@ -414,8 +415,8 @@ def section_per_tuple(spark: Any, args: argparse.Namespace) -> None:
 
 def section_coverage(spark: Any, args: argparse.Namespace) -> None:
     """What the verdicts' intervals hold, simulated with this machine's noise
-    (``balancebench.stats_coverage``; ``tests/test_stats.py`` asserts the same rates)."""
-    from balancebench.stats_coverage import coverage_lines
+    (``balancebench.experiment.stats_coverage``; ``tests/test_stats.py`` asserts the same rates)."""
+    from balancebench.experiment.stats_coverage import coverage_lines
 
     print("\n[coverage] the verdicts on simulated rounds with a known truth")
     for line in coverage_lines():
@@ -457,7 +458,7 @@ def section_signal(spark: Any, args: argparse.Namespace) -> None:
             f"  target migration <= 10% of node service, {name}: {share:.1%}, "
             f"{verdict(share <= 0.10)}"
         )
-    print("  verdicts against hash on the paired rounds (balancebench.stats):")
+    print("  verdicts against hash on the paired rounds (balancebench.core.stats):")
     for line in verdict_lines(found):
         print(f"    {line}")
 

@@ -6,7 +6,7 @@
 One Spark session (``local[*]``), ``--nodes`` nodes, full-history ``eq5`` (the TPC-H
 ``Supplier ⋈ Lineitem`` join on ``suppkey``, both sides streamed). Every run goes through
 the runner registry exactly as a DAG run does, every batch checked by the oracle.
-Printed, from the measured batches under the cost model (``balancebench.metric_definitions``):
+Printed, from the measured batches under the cost model (``balancebench.core.metric_definitions``):
 
 - (a) at Zipf s = 0: node CPU per input tuple (sum over nodes and batches of node work /
   input tuples) of ``hash`` and of ``spark_streaming``; target hash <= 1.5x;
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import rotated_rounds
-from balancebench.schema import positive_int
+from balancebench.core.schema import positive_int
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import rotated_rounds
+from balancebench.experiment.runs import LoadedCell
 
 #: The cells, run in this order: (join_arrival, Zipf s or None for ``--skew``, strategies).
 CELLS = (

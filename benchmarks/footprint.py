@@ -16,9 +16,9 @@ import argparse
 import time
 from pathlib import Path
 
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.experiment.params import ExperimentSpec
 from balancebench.generators import generate, generator_params
-from balancebench.paths import datasets_dir, local_dir
+from balancebench.state.paths import datasets_dir, local_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

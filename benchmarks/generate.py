@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.schema import positive_int
 from balancebench.generators import generate
 from balancebench.generators.common import CHUNK_ROWS, parquet_writer
-from balancebench.schema import positive_int
 
 #: Realistic sizes (the issue names 10M Zipf events and TPC-H SF 1): (label, generator,
 #: params); a generator may appear more than once.
@@ -120,7 +120,7 @@ def main() -> None:
             gen, floor = float(np.median(gen_times)), float(np.median(floors))
             validate_s = float("nan")
             if not args.no_validate:
-                from balancebench.validation import validate_dataset
+                from balancebench.experiment.validation import validate_dataset
 
                 started = time.perf_counter()
                 report = validate_dataset(folder, work / "validation.json")

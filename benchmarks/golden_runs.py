@@ -33,8 +33,8 @@ TIMED_MODEL_METRICS = ("plan_time", "wall", "_per_wall_s")
 
 
 def _workload_runs(spark: Any) -> dict[str, Any]:
-    from balancebench.experiment import LoadedCell
-    from balancebench.experiment_params import ExperimentSpec
+    from balancebench.experiment.params import ExperimentSpec
+    from balancebench.experiment.runs import LoadedCell
 
     out: dict[str, Any] = {}
     for workload, strategies in RUNS:
@@ -79,7 +79,7 @@ def _workload_runs(spark: Any) -> dict[str, Any]:
 
 
 def _model_runs() -> dict[str, Any]:
-    from balancebench.model_sweep import (
+    from balancebench.experiment.model_sweep import (
         model_points,
         run_points_local,
         validate_model_params,

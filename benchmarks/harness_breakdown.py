@@ -22,9 +22,9 @@ import argparse
 import statistics
 import sys
 
-from balancebench import tracking
-from balancebench.experiment import RUN_INDEX_TAG
-from balancebench.report import CORE_WAIT_METRIC
+from balancebench.experiment.report import CORE_WAIT_METRIC
+from balancebench.experiment.run_spec import RUN_INDEX_TAG
+from balancebench.state import tracking
 
 PHASES = ("operator", "oracle", "stats", "plan", "task_metrics")
 

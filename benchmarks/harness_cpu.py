@@ -50,9 +50,9 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from balancebench.experiment import LoadedCell
-from balancebench.experiment_params import ExperimentSpec, check_inputs
-from balancebench.schema import non_negative_int, parse_json_object, positive_int
+from balancebench.core.schema import non_negative_int, parse_json_object, positive_int
+from balancebench.experiment.params import ExperimentSpec, check_inputs
+from balancebench.experiment.runs import LoadedCell
 
 #: Paper 000 Fig. 7's cell: the figure with the most harness per run (TOPK, 6 batches).
 FIG7_CELL = {

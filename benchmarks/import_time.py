@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from balancebench.schema import positive_int
+from balancebench.core.schema import positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW = (

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from balancebench.schema import positive_int
+from balancebench.core.schema import positive_int
 
 
 def main() -> None:
@@ -45,12 +45,12 @@ def main() -> None:
 def load(n: int, loads: int) -> None:
     """Generate (or reuse) the dataset of ``n`` tuples, then load it ``loads`` times."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from balancebench.experiment import build_stream
-    from balancebench.experiment_params import ExperimentSpec
+    from balancebench.experiment.params import ExperimentSpec
+    from balancebench.experiment.streams import build_stream
     from balancebench.generators import generate, generator_params
-    from balancebench.paths import datasets_dir
     from balancebench.spark.replay_stream import load_replay, release_replay
     from balancebench.spark.session import get_session
+    from balancebench.state.paths import datasets_dir
 
     params = ExperimentSpec.checked({"n_tuples": n, "input_rate_tuples_per_s": n / 6})
     folder, _ = generate(params.dataset, datasets_dir(), generator_params(params.dataset, params))

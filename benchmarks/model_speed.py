@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from balancebench.core.schema import positive_int
+from balancebench.experiment.model_sweep import model_defaults, model_points, run_points_local
 from balancebench.generators import generate, generator_params
-from balancebench.model_sweep import model_defaults, model_points, run_points_local
 from balancebench.models import MODELS, get_model
-from balancebench.paths import datasets_dir
-from balancebench.schema import positive_int
+from balancebench.state.paths import datasets_dir
 
 
 def main() -> None:

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from balancebench import tracking
-from balancebench.paper000_figures import FIGURE_EXPERIMENT, FIGURES
-from balancebench.paths import results_dir
-from balancebench.schema import positive_int
+from balancebench.core.schema import positive_int
+from balancebench.experiment.paper000_figures import FIGURE_EXPERIMENT, FIGURES
+from balancebench.state import tracking
+from balancebench.state.paths import results_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures"
@@ -217,8 +217,8 @@ def replot_paper_000(names: list[str]) -> None:
     """Redraw paper 000's figures from their committed tables (``docs/figures/*.csv`` and
     their rows of :data:`TIMINGS`): a change to how figures are drawn reaches the committed
     PNGs without measuring again. The numbers are the tables'; only the drawing changes."""
-    from balancebench.paper000_figures import figure_caption, plot_figure
-    from balancebench.sweep_grid import SWEEP_PARAMS
+    from balancebench.experiment.paper000_figures import figure_caption, plot_figure
+    from balancebench.orchestration.sweep_grid import SWEEP_PARAMS
 
     timings = pd.read_csv(TIMINGS, dtype=str).set_index("figure")
     for name in names:

@@ -8,8 +8,8 @@ The three schemes (``balancebench.strategies.operator_set``: ``query_parallel``,
 query is a windowed Cartesian product; ours keeps a band predicate so the oracle has an
 answer to check) in the micro-batch engine, one Spark session, every batch checked by the
 oracle, each scheme at each node count ``N`` (the paper's instances). Printed per run,
-from the measured batches (``balancebench.experiment.summarize``; definitions in
-``balancebench.metric_definitions``):
+from the measured batches (``balancebench.experiment.run_log.summarize``; definitions in
+``balancebench.core.metric_definitions``):
 
 - Fig. 6: the CPU split into communication (the senders' routing work, a stateless stage
   of its own for ``operator_parallel``, and the nodes' receive stage), tuple processing
@@ -20,7 +20,7 @@ from the measured batches (``balancebench.experiment.summarize``; definitions in
   with the tuples (the paper measured it; a sweep of the engine over rates would give the
   same line, measured at more cost).
 
-The schemes run in paired, rotated rounds at each ``N`` (``balancebench.rounds``:
+The schemes run in paired, rotated rounds at each ``N`` (``balancebench.experiment.rounds``:
 ``--rounds`` of them; a cell's first run pays the JVM's warm-up on the new data), every
 share and figure printed is the median over the rounds, and the table carries the mean
 and Student-t 95% interval of the capacity and the CPU; the rounds themselves go to
@@ -42,11 +42,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from balancebench.experiment import LoadedCell, report_run
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.rounds import RoundPolicy
-from balancebench.schema import positive_int
-from balancebench.stats import columns_over
+from balancebench.core.schema import positive_int
+from balancebench.core.stats import columns_over
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import RoundPolicy
+from balancebench.experiment.run_log import report_run
+from balancebench.experiment.runs import LoadedCell
 
 SCHEMES = ("query_parallel", "operator_parallel", "operator_set")
 ROOT = Path(__file__).resolve().parents[1]

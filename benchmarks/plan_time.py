@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
-from balancebench.metric_definitions import plan_clock
-from balancebench.paths import local_dir
-from balancebench.routing_table import BucketMap
-from balancebench.schema import positive_int
+from balancebench.core.cost_model import plan_clock
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
+from balancebench.core.routing_table import BucketMap
+from balancebench.core.schema import positive_int
+from balancebench.state.paths import local_dir
 from balancebench.strategies import get_strategy
 
 PLANNERS = ["qmmp", "mnrt", "readj", "balanceload"]

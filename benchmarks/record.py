@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from balancebench.tracking import git_commit
+from balancebench.state.tracking import git_commit
 
 
 def header(command: list[str]) -> str:

@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from balancebench.hashing import home_nodes
-from balancebench.routing_table import RoutingTable
-from balancebench.schema import positive_int
+from balancebench.core.hashing import home_nodes
+from balancebench.core.routing_table import RoutingTable
+from balancebench.core.schema import positive_int
 from balancebench.spark.placement import partition_by_node, with_storage_node
 from balancebench.spark.session import get_session
 

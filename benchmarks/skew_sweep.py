@@ -46,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.experiment import LoadedCell
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.paths import local_dir
-from balancebench.rounds import rotated_rounds
-from balancebench.schema import positive_int
+from balancebench.core.schema import positive_int
+from balancebench.core.workloads import get_workload
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import rotated_rounds
+from balancebench.experiment.runs import LoadedCell
+from balancebench.state.paths import local_dir
 from balancebench.strategies import STRATEGIES
-from balancebench.workloads import get_workload
 
 DEFAULT_STRATEGIES = [
     "hash",

@@ -19,8 +19,8 @@ import time
 import numpy as np
 from pyspark.sql import functions as F
 
-from balancebench.hashing import home_nodes
-from balancebench.routing_table import RoutingTable
+from balancebench.core.hashing import home_nodes
+from balancebench.core.routing_table import RoutingTable
 from balancebench.spark import jvm_routing
 from balancebench.spark.placement import fraction_unit, home_node, jvm_tables, with_storage_node
 from balancebench.spark.session import get_session

@@ -21,13 +21,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from balancebench.experiment import engine_config, execute
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.core.schema import positive_int
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.runs import engine_config, execute
+from balancebench.experiment.streams import build_stream
 from balancebench.generators import generate, generator_params
-from balancebench.paths import datasets_dir
-from balancebench.schema import positive_int
+from balancebench.state.paths import datasets_dir
 from balancebench.strategies import get_strategy, strategy_settings
-from balancebench.streams import build_stream
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Compares data-distribution strategies of stream processing side by side on one w
 Each strategy decides where every tuple and every piece of state goes; Spark executes the
 stateful operator on those nodes, micro-batch by micro-batch, and every batch's result is
 checked against plain Spark SQL. Wiring only; every step is a function of
-`balancebench.pipeline`.
+`balancebench.orchestration.pipeline`.
 
 1. **generate**: checks the Params (the dataset must feed the workload, every strategy
    must serve its operator: a bad choice fails here, naming the field), writes or reuses
@@ -22,7 +22,7 @@ checked against plain Spark SQL. Wiring only; every step is a function of
    strategy and batch runs, and after each round the verdicts still open.
 4. **compare**: per strategy the mean and 95% interval of every figure over its rounds;
    per strategy and headline figure (capacity, node service, routing, p99 latency) the
-   verdict against the baseline on the paired rounds (`balancebench.stats`): "X% faster
+   verdict against the baseline on the paired rounds (`balancebench.core.stats`): "X% faster
    [lo, hi]", "equivalent within ±m%", or "no clear difference"; the comparison table,
    the verdicts (CSV) and the figures (PNG) on the parent run. The answer, one line per
    strategy, and the MLflow link become the DAG run's note (on `make airflow`'s service;
@@ -41,12 +41,12 @@ from dag_support.steps import require_generated
 from run_note import note_text, set_run_note
 from spark_run import StrategyRunOperator
 
-from balancebench.experiment_params import EXPERIMENT_PARAMS, FIRST_FIELDS, param_section
-from balancebench.lazy import lazy_module
+from balancebench.core.lazy import lazy_module
+from balancebench.experiment.params import EXPERIMENT_PARAMS, FIRST_FIELDS, param_section
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-pipeline = lazy_module("balancebench.pipeline")
+pipeline = lazy_module("balancebench.orchestration.pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 

@@ -3,7 +3,7 @@
 
 Generates one dataset of the papers (or normalises a user's file) and validates it with
 its Great Expectations suites; wiring only, every step is a function of
-`balancebench.pipeline`.
+`balancebench.orchestration.pipeline`.
 
 1. **generate**: checks the Params (a bad value fails here, naming the field), writes or
    reuses the seeded dataset (Parquet + `manifest.json`, written atomically) and opens an
@@ -21,16 +21,16 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from dag_support.params import dag_params
 
-from balancebench.experiment_params import (
+from balancebench.core.lazy import lazy_module
+from balancebench.experiment.params import (
     DATASET_DAG_PARAMS,
     FIRST_DATASET_FIELDS,
     param_section,
 )
-from balancebench.lazy import lazy_module
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-pipeline = lazy_module("balancebench.pipeline")
+pipeline = lazy_module("balancebench.orchestration.pipeline")
 
 
 @dag(

@@ -6,7 +6,8 @@ Runs one of the paper 001-004 **models** as a sweep: heterogeneous-cluster sched
 BalanceLoad (`elastic`, paper 001), back-pressure by credit-based flow control vs data
 migration (`backpressure`, paper 003), overlay load balancing (`overlay`, paper 004:
 random, Borealis, k-ary tree + Hilbert ring). Each model's docstring says what it models
-and what it leaves out. Wiring only; every step is a function of `balancebench.pipeline`.
+and what it leaves out. Wiring only; every step is a function of
+`balancebench.orchestration.pipeline`.
 
 1. **generate**: checks the Params (model, strategies, grid values: a bad one fails here,
    naming the field), writes or reuses the model's seeded dataset, opens the MLflow parent.
@@ -32,8 +33,8 @@ from dag_support.settings import (
 )
 from dag_support.steps import require_generated
 
-from balancebench.lazy import lazy_module
-from balancebench.model_sweep import (
+from balancebench.core.lazy import lazy_module
+from balancebench.experiment.model_sweep import (
     FIRST_MODEL_FIELDS,
     MODEL_EXPERIMENT_PARAMS,
     model_param_section,
@@ -41,7 +42,7 @@ from balancebench.model_sweep import (
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-pipeline = lazy_module("balancebench.pipeline")
+pipeline = lazy_module("balancebench.orchestration.pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_model_sweep.py"
 

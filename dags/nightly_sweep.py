@@ -5,11 +5,12 @@ The scheduled comparison: a grid of workloads x strategies x `zipf_s` x `n_nodes
 cell group (the cells that differ only in the strategy) in paired, rotated rounds, every
 strategy judged against the group's baseline, every cell compared with its own history.
 With the Param `figure` (3a, 3b, 4-5, 6a, 6b, 7, 8) it runs one of paper 000's
-experiments instead (its grid and Params fixed, scaled as `balancebench.paper000_figures` states)
-and also draws the paper-style figure (on the parent run, under `figure/`). Runs every night at
+experiments instead (its grid and Params fixed, scaled as
+`balancebench.experiment.paper000_figures` states) and also draws the paper-style figure
+(on the parent run, under `figure/`). Runs every night at
 `BALANCEBENCH_NIGHTLY_CRON` (default 02:00 UTC; `dags/dag_support/settings.py`), no catchup:
 its first run is the next 02:00 after the service starts, never one already past.
-Wiring only; every step is a function of `balancebench.sweep_pipeline`.
+Wiring only; every step is a function of `balancebench.orchestration.sweep_pipeline`.
 
 1. **generate**: checks the Params (grid, rounds and every shared Param: a bad
    choice fails here, naming the field), writes or reuses one seeded dataset per
@@ -52,12 +53,16 @@ from dag_support.settings import (
 from dag_support.steps import require_generated
 from spark_run import StrategyRunOperator
 
-from balancebench.lazy import lazy_module
-from balancebench.sweep_grid import FIRST_SWEEP_FIELDS, SWEEP_PARAMS, sweep_param_section
+from balancebench.core.lazy import lazy_module
+from balancebench.orchestration.sweep_grid import (
+    FIRST_SWEEP_FIELDS,
+    SWEEP_PARAMS,
+    sweep_param_section,
+)
 
 # The steps load pandas, PySpark and MLflow; they run in the tasks, not when the DAG
 # processor parses this file.
-sweep_pipeline = lazy_module("balancebench.sweep_pipeline")
+sweep_pipeline = lazy_module("balancebench.orchestration.sweep_pipeline")
 
 SPARK_APP = Path(__file__).resolve().parents[1] / "spark_apps" / "run_workload.py"
 

@@ -12,7 +12,7 @@ user ``pgserver`` (created here under a lock when missing), owning the data fold
 ``start`` runs, each in its own process group, with its pid file under ``.local/service/``:
 
 - ``mlflow server`` on 127.0.0.1:``MLFLOW_PORT`` (5000), basic authentication on (MLflow's
-  ``basic-auth`` app with one page added, ``balancebench.mlflow_app``; its users in
+  ``basic-auth`` app with one page added, ``balancebench.state.mlflow_app``; its users in
   ``.local/service/mlflow-auth.db``), over the ``mlflow`` database, artifacts in
   ``.local/mlflow/artifacts`` (the tasks log through it);
 - ``airflow api-server`` on 127.0.0.1:``AIRFLOW_PORT`` (8080), the UI and REST API, login
@@ -56,11 +56,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from balancebench.environment import SettingError, check_environment  # noqa: E402
-from balancebench.local_env import airflow_env, check_spark_master  # noqa: E402
-from balancebench.mlflow_app import MODEL_TRAINING_PAGE  # noqa: E402
-from balancebench.paths import local_dir  # noqa: E402
-from balancebench.reaper import process_running  # noqa: E402
+from balancebench.orchestration.local_env import airflow_env, check_spark_master  # noqa: E402
+from balancebench.state.environment import SettingError, check_environment  # noqa: E402
+from balancebench.state.mlflow_app import MODEL_TRAINING_PAGE  # noqa: E402
+from balancebench.state.paths import local_dir  # noqa: E402
+from balancebench.state.reaper import process_running  # noqa: E402
 
 BIN = Path(sys.executable).parent
 USER = "admin"
@@ -343,7 +343,7 @@ def service_env(socket_dir: Path, spark_master: str | None = None) -> dict[str, 
         "MLFLOW_AUTH_ADMIN_PASSWORD": keys["password"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": keys["mlflow_key"],
         # The scheduler owns the runs its tasks open: once it is stopped, the next command
-        # closes what it left RUNNING as KILLED (balancebench.reaper).
+        # closes what it left RUNNING as KILLED (balancebench.state.reaper).
         "BALANCEBENCH_OWNER_PIDFILE": str(folder / "scheduler.pid"),
     }
 
@@ -374,7 +374,7 @@ def commands() -> dict[str, list[str]]:
             str(BIN / "mlflow"),
             "server",
             "--app-name",
-            "balancebench",  # basic-auth, and a page (balancebench.mlflow_app)
+            "balancebench",  # basic-auth, and a page (balancebench.state.mlflow_app)
             # --backend-store-uri: MLFLOW_BACKEND_STORE_URI (component_env)
             "--default-artifact-root",
             (store / "artifacts").as_uri(),
@@ -504,7 +504,7 @@ def start(spark_master: str | None = None) -> None:
     print()
     print(f"Airflow UI:  http://127.0.0.1:{api_port}   (user {USER})")
     # A page that makes the browser keep MLflow's model-training pages, then opens the
-    # experiment list (balancebench.mlflow_app).
+    # experiment list (balancebench.state.mlflow_app).
     print(
         f"MLflow UI:   http://127.0.0.1:{mlflow_port}{MODEL_TRAINING_PAGE}"
         f"   (user {USER}, same password)"
@@ -522,7 +522,7 @@ def schedule_lines(now: datetime.datetime) -> list[str]:
     far away, what it runs on its defaults, and how to turn it off."""
     from croniter import croniter
 
-    from balancebench.environment import setting
+    from balancebench.state.environment import setting
 
     lines = []
     for dag_id, variable in (
@@ -547,7 +547,7 @@ def _defaults_cost(dag_id: str) -> str:
     """What a scheduled run of ``dag_id`` runs on its defaults, in runs."""
     if dag_id != "nightly_sweep":
         return "its default model sweep"
-    from balancebench.sweep_grid import cells, validate_sweep_params
+    from balancebench.orchestration.sweep_grid import cells, validate_sweep_params
 
     params = validate_sweep_params({})
     found = cells(params["grid"])

@@ -55,8 +55,8 @@ class StrategyRunOperator(SparkSubmitOperator):
 
     def _close_submission_runs(self, status: str, cause: str) -> None:
         """Close the RUNNING runs this submission opened as ``status`` with ``cause``."""
-        from balancebench import tracking
-        from balancebench.experiment import GroupSpec
+        from balancebench.experiment.run_spec import GroupSpec
+        from balancebench.state import tracking
 
         with contextlib.suppress(Exception):  # a failing task must not fail on the store
             _, value = self.application_args[:2]
@@ -90,23 +90,12 @@ def killed_by_signal(message: str) -> str | None:
         name = signal.Signals(number).name
     except ValueError:
         name = f"signal {number}"
-    progress = [
-        line.split("]", 1)[1].strip()
-        for line in message.splitlines()
-        if line.startswith("[balancebench progress]")
-    ]
+    from balancebench.experiment.run_log import progress_lines, running_strategy
+
+    progress = progress_lines(message)
     where = f"; its last progress line: {progress[-1]}" if progress else ""
     hint = ": the OOM killer, or a user" if number == signal.SIGKILL else ""
-    # The strategy running then: "<strategy> · round r: batch ..." or "... run i of at
-    # least n: <strategy>" (experiment.py's progress lines).
-    running = None
-    for line in reversed(progress):
-        found = re.match(r"(?:[^:]*: )?(\w+) · round \d+", line) or re.search(
-            r"run \d+ of at least \d+: (\w+)", line
-        )
-        if found:
-            running = found.group(1)
-            break
+    running = running_strategy(progress)
     jvm = f"the Spark JVM of {running}" if running else "the Spark JVM (spark-submit)"
     return f"{jvm} was killed by {name} (signal {number}{hint}){where}"
 
@@ -124,7 +113,7 @@ class MlflowRunsListener:
 
 
 def _close_open_runs(dag_run: Any, msg: str) -> None:
-    from balancebench import tracking
+    from balancebench.state import tracking
 
     try:
         closed = tracking.close_runs_of_dag_run(

@@ -2,7 +2,7 @@
 
     spark-submit --master 'local[*]' spark_apps/run_model_sweep.py --spec '<ModelSweepSpec JSON>'
 
-The spec (``balancebench.model_experiment.ModelSweepSpec``) names the dataset, the sweep
+The spec (``balancebench.experiment.model_experiment.ModelSweepSpec``) names the dataset, the sweep
 Params and the MLflow parent run; every (strategy, point, repetition) is one Spark task.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from balancebench.model_experiment import ModelSweepSpec, run_model_sweep
-from balancebench.tracking import stops_when_unreachable
+from balancebench.experiment.model_experiment import ModelSweepSpec, run_model_sweep
+from balancebench.state.tracking import stops_when_unreachable
 
 
 @stops_when_unreachable

@@ -3,9 +3,9 @@ rotated rounds of its strategies on one loaded dataset, every run logged to MLfl
 
     spark-submit --master 'local[*]' spark_apps/run_workload.py --groups-file groups.json
 
-The file holds a list of ``balancebench.experiment.GroupSpec``: a group's cells (one
+The file holds a list of ``balancebench.experiment.run_spec.GroupSpec``: a group's cells (one
 ``RunSpec`` per strategy: the dataset, the experiment Params and the cell's MLflow run)
-and its rounds' policy (``balancebench.rounds``), run in that order
+and its rounds' policy (``balancebench.experiment.rounds``), run in that order
 (``experiment.run_groups``). All logic lives in the library.
 """
 
@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from balancebench.experiment import GroupSpec, run_groups
-from balancebench.rounds import headline_text
-from balancebench.tracking import stops_when_unreachable
+from balancebench.experiment.rounds import headline_text
+from balancebench.experiment.run_spec import GroupSpec
+from balancebench.experiment.runs import run_groups
+from balancebench.state.tracking import stops_when_unreachable
 
 
 @stops_when_unreachable

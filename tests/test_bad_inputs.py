@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from balancebench.cli import app
+from balancebench.orchestration.cli import app
 
 RUNNER = CliRunner()
 
@@ -195,7 +195,7 @@ BENCH_CASES: list[tuple[list[str], str]] = [
 
 def _left_behind(root: Path) -> tuple[set[str], int]:
     """Every file and folder under the datasets, and the number of MLflow runs."""
-    from balancebench import tracking
+    from balancebench.state import tracking
 
     datasets = root / "datasets"
     files = {str(p.relative_to(root)) for p in datasets.rglob("*")} if datasets.exists() else set()

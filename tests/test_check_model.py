@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from balancebench.check_model import (
+from balancebench.experiment.cost_model_check import (
     BatchCheck,
     Cores,
     rankings,

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from balancebench import local_env
-from balancebench.spark import class_archive
+from balancebench.orchestration import class_archive, local_env
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from balancebench.metric_definitions import BatchCosts, attribute_migration, clock, fit_node_work
+from balancebench.core.cost_model import BatchCosts, attribute_migration, clock, fit_node_work
 
 
 def record(b: int, node: list[float], **kw) -> BatchCosts:
@@ -183,7 +183,7 @@ def test_cpu_split_communication_processing_idle():
     """Paper 001 Fig. 6's split from hand-made batches: routing is communication, the
     node stages processing, and the nodes of the layout waiting for the slowest one idle
     (a node that received nothing is not in the layout)."""
-    from balancebench.experiment import summarize
+    from balancebench.experiment.run_log import summarize
     from balancebench.spark.loop import BatchResult
 
     def batch(b: int, work: list[float], received: list[int]) -> BatchResult:

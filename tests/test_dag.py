@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from balancebench.experiment_params import EXPERIMENT_PARAMS
+from balancebench.experiment.params import EXPERIMENT_PARAMS
 
 DAGS = Path(__file__).resolve().parents[1] / "dags"
 
 
 @pytest.fixture(scope="module")
 def dagbag(local_state):
-    from balancebench.local_env import airflow_env
+    from balancebench.orchestration.local_env import airflow_env
 
     os.environ.update(airflow_env())
     from airflow.dag_processing.dagbag import BundleDagBag
@@ -64,7 +64,7 @@ def test_bad_params_are_rejected_with_a_clear_message(dagbag, name, value, needl
 def test_generate_dataset_shape_and_params(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
 
-    from balancebench.experiment_params import DATASET_DAG_PARAMS
+    from balancebench.experiment.params import DATASET_DAG_PARAMS
     from balancebench.generators import GENERATORS
 
     dag = dagbag.dags["generate_dataset"]
@@ -80,7 +80,7 @@ def test_generate_dataset_shape_and_params(dagbag):
 def test_model_experiment_shape_and_params(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
 
-    from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.experiment.model_sweep import MODEL_EXPERIMENT_PARAMS
 
     dag = dagbag.dags["model_experiment"]
     assert set(dag.task_ids) == {"generate", "validate", "run_sweep", "compare"}

@@ -34,8 +34,8 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_the_reference_pages_come_from_the_code(site):
-    from balancebench.experiment_params import EXPERIMENT_PARAMS
-    from balancebench.metric_definitions import METRIC_DEFINITIONS
+    from balancebench.core.metric_definitions import METRIC_DEFINITIONS
+    from balancebench.experiment.params import EXPERIMENT_PARAMS
 
     params = (ROOT / "docs/reference/generated/params.md").read_text(encoding="utf-8")
     metrics = (ROOT / "docs/reference/generated/metrics.md").read_text(encoding="utf-8")
@@ -128,13 +128,13 @@ def test_every_json_example_on_the_site_parses_and_passes_its_door(site):
     import json
     import re
 
-    from balancebench.experiment_params import (
+    from balancebench.experiment.model_sweep import validate_model_params
+    from balancebench.experiment.params import (
         EXPERIMENT_PARAMS,
         validate_dataset_params,
         validate_params,
     )
-    from balancebench.model_sweep import validate_model_params
-    from balancebench.sweep_grid import SWEEP_PARAMS, validate_sweep_params
+    from balancebench.orchestration.sweep_grid import SWEEP_PARAMS, validate_sweep_params
 
     examples = {
         (page, m.group(0))

@@ -1,4 +1,4 @@
-"""The settings read from the environment (``balancebench.environment``): each bad value is
+"""The settings read from the environment (``balancebench.state.environment``): each bad value is
 refused at the door, naming the variable and what it allows, by the CLI, ``make airflow``
 and the DAG files alike; the registry is the README's table."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from balancebench.environment import SETTINGS, SettingError, check_environment, setting
+from balancebench.state.environment import SETTINGS, SettingError, check_environment, setting
 
 ROOT = Path(__file__).resolve().parents[1]
 

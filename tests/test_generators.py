@@ -72,8 +72,8 @@ def test_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("n_keys", "s"), [(1, 1.0), (7, 0.0), (1000, 0.8), (50_000, 1.2)])
 def test_guide_table_search_equals_searchsorted(n_keys, s):
+    from balancebench.core.profiles import zipf_probabilities
     from balancebench.generators.zipf_stream import InverseCdf
-    from balancebench.profiles import zipf_probabilities
 
     cdf = np.cumsum(zipf_probabilities(n_keys, s))
     cdf[-1] = 1.0

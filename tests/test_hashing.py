@@ -1,6 +1,6 @@
 import numpy as np
 
-from balancebench.hashing import (
+from balancebench.core.hashing import (
     FRACTION_UNITS,
     fraction_units,
     home_nodes,

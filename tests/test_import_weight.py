@@ -2,7 +2,7 @@
 PySpark, MLflow, numba, matplotlib, pandas or Great Expectations. Airflow's DAG processor
 gives a file 30 s; with the library imported whole, a busy machine took 25-31 s and the
 DAGs vanished from the UI. Each case runs in a fresh interpreter; a package counts as
-loaded once its code ran (a lazy module not yet read has not: ``balancebench.lazy``).
+loaded once its code ran (a lazy module not yet read has not: ``balancebench.core.lazy``).
 The figures (CPU per file) are printed by ``benchmarks/import_time.py``."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ HEAVY = ("pyspark", "mlflow", "numba", "matplotlib", "pandas", "great_expectatio
 #: Printed at exit by the child: which of HEAVY ran their code.
 REPORT = f"""
 import atexit, json, sys
-from balancebench.lazy import is_loaded
+from balancebench.core.lazy import is_loaded
 HEAVY = {HEAVY!r}
 atexit.register(lambda: print("LOADED=" + json.dumps([n for n in HEAVY if is_loaded(n)]),
                               file=sys.stderr))
@@ -47,11 +47,12 @@ def test_a_dag_file_imports_no_heavy_package(dag_file):
     [(["--help"], 0), (["run", "--conf", '{"n_nodes": 0}'], 2), (["sweep", "--conf", "[]"], 2)],
 )
 def test_the_cli_reads_its_arguments_and_refuses_without_heavy_packages(argv, exit_code):
-    code = f"sys.argv = ['balancebench', *{argv!r}]\nfrom balancebench.cli import app\napp()\n"
+    cli = "from balancebench.orchestration.cli import app"
+    code = f"sys.argv = ['balancebench', *{argv!r}]\n{cli}\napp()\n"
     assert loaded_by(code, expect_exit=exit_code) == []
 
 
 def test_a_lazy_module_loads_on_first_use():
     # The check above can fail: reading pandas through the lazy module loads it
-    code = "from balancebench.lazy import lazy_module\nlazy_module('pandas').DataFrame\n"
+    code = "from balancebench.core.lazy import lazy_module\nlazy_module('pandas').DataFrame\n"
     assert loaded_by(code) == ["pandas"]

@@ -101,3 +101,20 @@ def test_without_the_jar_table_routing_says_it_runs_in_spark_sql(jar_in, monkeyp
     # Then the table-routed runs' tag names the SQL path and why
     tag = jvm_routing.table_path_tag(Session())
     assert tag.startswith("sql: no ") and "make setup compiles it" in tag
+
+
+def test_a_per_tuple_router_outside_the_pkg_family_routes_in_python():
+    """Only the PKG family has a JVM router: another per-tuple router is sent to the
+    Python path, with the reason, before its (missing) JVM settings are asked for."""
+    from types import SimpleNamespace
+
+    from balancebench.strategies import STRATEGIES
+
+    mine = SimpleNamespace(name="mine", jvm_router=False)  # no decision_settings at all
+    assert jvm_routing.path_for(None, mine, 4) == (
+        "python",
+        "mine has no JVM router (only the PKG family's)",
+    )
+    family = {n for n, cls in STRATEGIES.items() if cls.jvm_router}
+    assert family == {"pkg", "dchoices", "wchoices"}
+    assert family == {n for n, cls in STRATEGIES.items() if cls.per_tuple}

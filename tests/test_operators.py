@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from balancebench.operators import AGGREGATE, OPERATORS, Operator
+from balancebench.core.operators import AGGREGATE, OPERATORS, Operator
 
 times = st.floats(0, 100, allow_nan=False)
 windows = st.floats(0.001, 50, allow_nan=False)

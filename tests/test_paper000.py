@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from balancebench.metric_definitions import METRIC_DEFINITIONS
-from balancebench.paper000_figures import (
+from balancebench.core.metric_definitions import METRIC_DEFINITIONS
+from balancebench.experiment.paper000_figures import (
     FIGURE_EXPERIMENT,
     FIGURES,
     draw_figure,
@@ -15,7 +15,7 @@ from balancebench.paper000_figures import (
     figure_table,
     plot_figure,
 )
-from balancebench.sweep_grid import cells, validate_sweep_params
+from balancebench.orchestration.sweep_grid import cells, validate_sweep_params
 
 
 def test_a_figure_fixes_its_grid_and_params_and_keeps_the_rest():
@@ -80,7 +80,7 @@ def test_the_tolerance_figure_varies_the_tolerance_per_cell():
     assert {c.strategy for c in found} == {"qmmp", "mnrt", "readj"}
     assert found[0].label.endswith(f"· tol={found[0].tolerance:g}")
     # each cell runs at its own tolerance, not the trigger's 0.3
-    from balancebench.sweep_grid import cell_spec
+    from balancebench.orchestration.sweep_grid import cell_spec
 
     assert {cell_spec(params, c).tolerance for c in found} == {0.02, 0.05, 0.1, 0.2, 0.4}
     # without the axis, no cell carries one and the labels are unchanged

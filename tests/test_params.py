@@ -1,6 +1,6 @@
 import pytest
 
-from balancebench.experiment_params import defaults, validate_params
+from balancebench.experiment.params import defaults, validate_params
 from balancebench.strategies import STRATEGIES
 
 
@@ -59,7 +59,7 @@ def test_strategy_params_are_params():
 
 
 def test_a_child_run_carries_only_the_params_that_apply():
-    from balancebench.experiment_params import applicable_params, param_section, validate_params
+    from balancebench.experiment.params import applicable_params, param_section, validate_params
 
     params = validate_params({"workload": "eq5", "strategies": ["hash", "mnrt"]})
     applies = applicable_params(params, ["mnrt"])
@@ -77,7 +77,7 @@ def test_a_child_run_carries_only_the_params_that_apply():
 
 
 def test_the_comparison_keeps_one_strategy_order_and_one_colour_each():
-    from balancebench.compare import comparison_table
+    from balancebench.experiment.compare import comparison_table
     from balancebench.plotting import strategy_color
 
     # Given each cell's columns over its rounds (mean and interval), in another order,

@@ -8,9 +8,9 @@ import re
 import pandas as pd
 import pytest
 
-from balancebench import regression
-from balancebench.regression import HIGHER, LOWER, baseline, exact_changes, judge
-from balancebench.sweep_grid import DEFAULT_GRID, cells, validate_sweep_params
+from balancebench.experiment import regression
+from balancebench.experiment.regression import HIGHER, LOWER, baseline, exact_changes, judge
+from balancebench.orchestration.sweep_grid import DEFAULT_GRID, cells, validate_sweep_params
 
 
 def test_baseline_is_the_best_rolling_worst_of_three():
@@ -120,7 +120,7 @@ def test_sweep_grid_skips_pairs_a_strategy_cannot_serve_and_names_bad_fields():
 
 
 def test_headline_figures_all_have_definitions():
-    from balancebench.metric_definitions import METRIC_DEFINITIONS
+    from balancebench.core.metric_definitions import METRIC_DEFINITIONS
 
     for name in [*regression.TIMED, *regression.EXACT]:
         assert name in METRIC_DEFINITIONS
@@ -187,7 +187,7 @@ def test_the_grid_is_its_axis_params_unless_a_json_grid_is_given():
 
 
 def test_the_form_draws_the_name_axes_as_multi_selects():
-    from balancebench.sweep_grid import SWEEP_PARAMS
+    from balancebench.orchestration.sweep_grid import SWEEP_PARAMS
 
     for axis in ("grid_workloads", "grid_strategies"):
         spec = SWEEP_PARAMS[axis]
@@ -214,7 +214,7 @@ def test_checked_sweep_params_pass_the_check_again():
     assert validate_sweep_params({"grid_zipf_s": ".5, 1."})["grid"]["zipf_s"] == [0.5, 1.0]
     import re as regex
 
-    from balancebench.sweep_grid import SWEEP_PARAMS
+    from balancebench.orchestration.sweep_grid import SWEEP_PARAMS
 
     pattern = SWEEP_PARAMS["grid_zipf_s"]["pattern"]
     assert not regex.search(pattern, "0.8,,1") and not regex.search(pattern, "x1")

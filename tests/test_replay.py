@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from balancebench.replay import batch_index, latency_percentiles, schedule
+from balancebench.core.replay import batch_index, latency_percentiles, schedule
 
 
 def test_batch_index_clamps_last_batch():

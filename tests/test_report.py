@@ -16,13 +16,20 @@ import matplotlib.axes
 import pandas as pd
 import pytest
 
-from balancebench import pipeline, sweep_pipeline, tracking
-from balancebench.experiment import ROUND_TAG
-from balancebench.regression import LOWER, judge
-from balancebench.report import CI_DRAWN, CellCheck, cell_check, text_summary, write_report
-from balancebench.round_runs import VerdictRow, verdict_rows
-from balancebench.rounds import RoundPolicy
-from balancebench.stats import Outcome, verdict
+from balancebench.core.stats import Outcome, verdict
+from balancebench.experiment.regression import LOWER, judge
+from balancebench.experiment.report import (
+    CI_DRAWN,
+    CellCheck,
+    cell_check,
+    text_summary,
+    write_report,
+)
+from balancebench.experiment.round_runs import VerdictRow, verdict_rows
+from balancebench.experiment.rounds import RoundPolicy
+from balancebench.experiment.run_spec import ROUND_TAG
+from balancebench.orchestration import pipeline, sweep_pipeline
+from balancebench.state import tracking
 
 MAKESPAN, THROUGHPUT = "makespan_s_total", "throughput_tuples_per_s"
 MAKESPAN_HEADING = f"node service: {MAKESPAN} (lower is better)"
@@ -428,7 +435,7 @@ def test_the_position_check_shows_a_first_run_slower_than_the_rest():
     """Runs sharing a Spark application: the report shows each position's deviation from
     its cell's mean, so a first run paying the warm-up is visible, and the harness's own
     time per run at the first position and after it."""
-    from balancebench.report import (
+    from balancebench.experiment.report import (
         CORE_WAIT_METRIC,
         HARNESS_METRIC,
         POSITION_METRIC,
@@ -483,7 +490,7 @@ def test_the_summarize_step_reports_each_cells_history_from_the_store(local_stat
     """Two sweeps of one cell group (hash and qmmp) on the real MLflow store: the second
     one's page and text name the first sweep's round runs as each cell's history, give
     qmmp's verdict against hash on the paired rounds, and its rounds.csv has every round."""
-    from balancebench.sweep_grid import validate_sweep_params
+    from balancebench.orchestration.sweep_grid import validate_sweep_params
 
     params = validate_sweep_params(
         {

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.rounds import (
+from balancebench.core.stats import Outcome
+from balancebench.experiment.rounds import (
     RoundPolicy,
     choose_baseline,
     rotated_rounds,
     run_rounds,
     verdict_lines,
 )
-from balancebench.stats import Outcome
 
 
 def test_rotated_rounds_start_each_round_one_strategy_later():
@@ -145,8 +145,8 @@ def test_a_failed_baseline_stops_the_rounds_at_once():
 
 
 def test_a_count_figure_says_fewer_or_more_not_faster() -> None:
-    from balancebench.rounds import verdict_text
-    from balancebench.stats import LOWER, verdict
+    from balancebench.core.stats import LOWER, verdict
+    from balancebench.experiment.rounds import verdict_text
 
     lower = verdict([20.0, 21, 19, 20, 22], [10.0, 10, 9, 11, 10], LOWER)
     assert "fewer" in verdict_text("avg_received_tuples_per_node_total", lower)

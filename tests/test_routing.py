@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from balancebench.hashing import home_nodes
-from balancebench.routing_table import RoutingTable
+from balancebench.core.hashing import home_nodes
+from balancebench.core.routing_table import RoutingTable
 
 
 def _keys_with_home(n_nodes, homes):

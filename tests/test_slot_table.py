@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.hashing import home_nodes, murmur3_hash_long
-from balancebench.routing_table import RoutingTable
+from balancebench.core.hashing import home_nodes, murmur3_hash_long
+from balancebench.core.routing_table import RoutingTable
 from balancebench.spark import placement
 from balancebench.spark.placement import (
     EMPTY,

@@ -1,5 +1,5 @@
 """The statistics module holds what it promises: simulated experiments with a known true
-ratio, noise as measured on this machine (``balancebench.stats_coverage``: log-normal,
+ratio, noise as measured on this machine (``balancebench.experiment.stats_coverage``: log-normal,
 log sd 0.07, a 3% position effect for the first run of a rotated round), and the
 verdicts' error rates. ``make bench-costs`` prints the same rates.
 """
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from balancebench.stats import (
+from balancebench.core.stats import (
     DECIDE_POWER,
     HIGHER,
     LEVEL,
@@ -27,7 +27,7 @@ from balancebench.stats import (
     sequential_alpha,
     verdict,
 )
-from balancebench.stats_coverage import (
+from balancebench.experiment.stats_coverage import (
     bootstrap_coverage,
     false_difference,
     false_equivalence,
@@ -194,8 +194,8 @@ def test_the_tutorials_per_look_level_is_the_default_runs():
     import re
     from pathlib import Path
 
-    from balancebench.experiment_params import ExperimentSpec
-    from balancebench.stats import look_schedule
+    from balancebench.core.stats import look_schedule
+    from balancebench.experiment.params import ExperimentSpec
 
     text = (Path(__file__).resolve().parents[1] / "docs/tutorials/first-comparison.md").read_text()
     said = re.search(

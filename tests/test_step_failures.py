@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from balancebench import pipeline, tracking
-from balancebench.experiment import ROUND_TAG
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.run_spec import ROUND_TAG
+from balancebench.orchestration import pipeline
+from balancebench.state import tracking
 
 
 def _open_parent(dag_run: str, dataset_dir: str = "/nonexistent/dataset") -> dict:
@@ -86,7 +87,7 @@ def test_a_dag_run_that_ends_closes_the_runs_it_left_open(local_state):
     import types
     from pathlib import Path
 
-    from balancebench.local_env import airflow_env
+    from balancebench.orchestration.local_env import airflow_env
 
     # Airflow reads its plugins folder when first imported (as tests/test_dag.py does).
     os.environ.update(airflow_env())

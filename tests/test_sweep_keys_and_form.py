@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from balancebench.experiment_params import ExperimentSpec, applicable_params
+from balancebench.core.schema import spec_defaults
+from balancebench.experiment.params import ExperimentSpec, applicable_params
 from balancebench.generators import generator_params
 from balancebench.generators.common import params_id
-from balancebench.sweep_grid import cells, checked_sweep, sweep_defaults
-from balancebench.sweep_pipeline import cell_key
+from balancebench.orchestration.sweep_grid import SWEEP_PARAMS, cells, checked_sweep
+from balancebench.orchestration.sweep_pipeline import cell_key
 
 
 def as_a_browser_posts(values: dict) -> dict:
@@ -44,7 +45,7 @@ def keys_of(values: dict) -> dict[str, tuple[str, str]]:
 
 
 def test_the_form_and_the_schedule_give_one_key_and_one_dataset_per_cell():
-    scheduled = sweep_defaults()
+    scheduled = spec_defaults(SWEEP_PARAMS)
     posted = as_a_browser_posts(scheduled)
     # The form's payload differs in type where the spec says number (the three)
     assert posted["window_s"] == 1 and isinstance(posted["window_s"], int)
@@ -68,7 +69,7 @@ def test_a_one_skew_report_axis_has_the_one_skew_as_its_tick():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from balancebench.report import skew_axis
+    from balancebench.experiment.report import skew_axis
 
     fig, ax = plt.subplots()
     ax.plot([1.3925, 1.4, 1.4075], [1, 2, 3])  # three strategies offset around s = 1.4

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from balancebench import reaper, tracking
+from balancebench.state import reaper, tracking
 
 
 def test_opening_the_store_closes_nothing_and_reap_orphans_closes_a_dead_owners_run(
@@ -49,7 +49,7 @@ def test_commands_that_open_a_new_store_at_once_all_find_it_made(tmp_path, monke
     start = time.time() + 3.0  # every process imported and waiting by then
     code = (
         "import sys, time\n"
-        "from balancebench import tracking\n"
+        "from balancebench.state import tracking\n"
         "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
         "tracking.ensure_experiment(f'at-once-{sys.argv[2]}')\n"
     )
@@ -188,10 +188,11 @@ def test_a_rerun_application_supersedes_the_rounds_of_the_earlier_one(local_stat
     """Airflow runs an application's task again (its scheduler was lost mid-sweep): the
     round runs the earlier run left under the cells, finished or still RUNNING, are closed
     KILLED as superseded, and do not count as the cell's failures."""
-    from balancebench.experiment import ROUND_TAG, GroupSpec, RunSpec, _Application
-    from balancebench.experiment_params import ExperimentSpec
-    from balancebench.round_runs import failed_rounds, finished_rounds
-    from balancebench.rounds import RoundPolicy
+    from balancebench.experiment.params import ExperimentSpec
+    from balancebench.experiment.round_runs import failed_rounds, finished_rounds
+    from balancebench.experiment.rounds import RoundPolicy
+    from balancebench.experiment.run_spec import ROUND_TAG, GroupSpec, RunSpec
+    from balancebench.experiment.runs import _Application
 
     client = tracking.client()
     experiment = tracking.ensure_experiment("tracking-supersede")

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from balancebench.round_runs import VerdictRow, answer_lines, to_decide
-from balancebench.stats import LOWER, verdict
-from balancebench.units import interval, quantity, spread, unit_for
+from balancebench.core.stats import LOWER, verdict
+from balancebench.core.units import interval, quantity, spread, unit_for
+from balancebench.experiment.round_runs import VerdictRow, answer_lines, to_decide
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_the_answer_figure_draws_every_verdict_right_is_better(tmp_path):
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from balancebench.compare import verdict_figure
+    from balancebench.experiment.compare import verdict_figure
 
     base = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
     rows = [
@@ -114,7 +114,7 @@ def test_the_answer_figure_draws_every_verdict_right_is_better(tmp_path):
 
 
 def test_the_mlflow_description_leads_with_the_answer_then_one_table_per_figure():
-    from balancebench.round_runs import verdict_markdown
+    from balancebench.experiment.round_runs import verdict_markdown
 
     base = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
     rows = [_row("qmmp", "makespan_s_total", base, [0.7, 0.78, 0.64, 0.74, 0.66, 0.7])]
@@ -127,7 +127,7 @@ def test_the_mlflow_description_leads_with_the_answer_then_one_table_per_figure(
 
 
 def test_two_runs_of_one_conf_are_named_apart_where_the_runs_table_cuts_names():
-    from balancebench.tracking import run_label
+    from balancebench.state.tracking import run_label
 
     what = "topk · hash, qmmp, mnrt · s=1.2 · N=8"
     first = run_label("manual__2026-12-02T11:16:20.123456+00:00", what)

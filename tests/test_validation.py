@@ -6,8 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import load_suite, validate_dataset
 from balancebench.generators import generate_zipf_stream
-from balancebench.validation import load_suite, validate_dataset
 
 SMALL = dict(n_tuples=5_000, n_keys=200, zipf_s=1.0, input_rate_tuples_per_s=10_000.0, seed=3)
 

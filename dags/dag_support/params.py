@@ -1,6 +1,6 @@
 """Airflow ``Param`` objects from the library's JSON-schema Param specs.
 
-The specs (``balancebench.experiment_params``, ``balancebench.model_sweep``) are
+The specs (``balancebench.experiment.params``, ``balancebench.experiment.model_sweep``) are
 plain dicts so the library stays free of Airflow; every DAG turns them into ``Param``
 here, in one place.
 Airflow puts ``dags/`` on ``sys.path``, so the DAG files import it as ``dag_support.params``.

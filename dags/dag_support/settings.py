@@ -3,7 +3,7 @@ schedules of ``nightly_sweep`` and ``model_experiment``, how many timed Spark ru
 DAG run may share the machine (logged on every run as the param ``timed_concurrency``) and
 ``spark-submit --driver-memory`` (2g for ``model_experiment``'s sweep when unset). What
 each allows and its default are in the one registry,
-``balancebench.environment`` (the README's "Settings from the environment"), which the
+``balancebench.state.environment`` (the README's "Settings from the environment"), which the
 values below are read through.
 
 The DAG processor reads them when it parses the DAG files: restart the service (``make
@@ -17,7 +17,7 @@ import datetime
 
 from airflow.sdk import CronTriggerTimetable
 
-from balancebench.environment import setting
+from balancebench.state.environment import setting
 
 
 def schedule_after_start(cron: str | None) -> CronTriggerTimetable | None:
@@ -40,7 +40,7 @@ def schedule_description(cron: str | None, variable: str) -> str:
     return f"Scheduled at cron '{cron}' in UTC ({variable}); runs when triggered too."
 
 
-# Read through the one registry (balancebench.environment): a bad value fails this import
+# Read through the one registry (balancebench.state.environment): a bad value fails this import
 # naming the variable (and `make airflow` refuses to start with it before that).
 NIGHTLY_CRON = setting("BALANCEBENCH_NIGHTLY_CRON")
 MODEL_CRON = setting("BALANCEBENCH_MODEL_CRON")

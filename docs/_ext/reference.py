@@ -23,10 +23,10 @@ DAGS = DOCS.parent / "dags"
 #: project calls or subclasses.
 API_MODULES = (
     "balancebench.strategies.base",
-    "balancebench.routing_table",
-    "balancebench.stats",
-    "balancebench.loads",
-    "balancebench.hashing",
+    "balancebench.core.routing_table",
+    "balancebench.core.stats",
+    "balancebench.core.loads",
+    "balancebench.core.hashing",
 )
 
 
@@ -72,9 +72,9 @@ def _type(spec: dict[str, Any]) -> str:
 
 
 def params_page() -> str:
-    from balancebench.experiment_params import DATASET_DAG_PARAMS, EXPERIMENT_PARAMS
-    from balancebench.model_sweep import MODEL_EXPERIMENT_PARAMS
-    from balancebench.sweep_grid import SWEEP_PARAMS
+    from balancebench.experiment.model_sweep import MODEL_EXPERIMENT_PARAMS
+    from balancebench.experiment.params import DATASET_DAG_PARAMS, EXPERIMENT_PARAMS
+    from balancebench.orchestration.sweep_grid import SWEEP_PARAMS
 
     dags = (
         ("balance_experiment", EXPERIMENT_PARAMS),
@@ -89,9 +89,9 @@ def params_page() -> str:
         "(and the CLI's `--conf` checks before any work). Generated on every build.",
         "",
     ]
-    from balancebench.experiment_params import param_section
-    from balancebench.model_sweep import model_param_section
-    from balancebench.sweep_grid import sweep_param_section
+    from balancebench.experiment.model_sweep import model_param_section
+    from balancebench.experiment.params import param_section
+    from balancebench.orchestration.sweep_grid import sweep_param_section
 
     sections = {
         "balance_experiment": param_section,
@@ -129,8 +129,8 @@ def _definitions(definitions: dict[str, str]) -> list[str]:
 
 
 def metrics_page() -> str:
-    from balancebench.metric_definitions import METRIC_DEFINITIONS
-    from balancebench.model_sweep import SWEEP_METRIC_DEFINITIONS
+    from balancebench.core.metric_definitions import METRIC_DEFINITIONS
+    from balancebench.experiment.model_sweep import SWEEP_METRIC_DEFINITIONS
     from balancebench.models import MODELS, get_model
 
     lines = [
@@ -157,7 +157,7 @@ def metrics_page() -> str:
 def cli_page() -> str:
     import typer
 
-    from balancebench.cli import app
+    from balancebench.orchestration.cli import app
 
     group = typer.main.get_command(app)
     lines = [

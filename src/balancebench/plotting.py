@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from balancebench.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from balancebench.stats import Verdict
+    from balancebench.core.stats import Verdict
 
 #: Each strategy's colour, fixed by name (matplotlib's tab20, strong shades first), so that
 #: adding a strategy never recolours another in any figure, old or new.

@@ -27,7 +27,7 @@ TINY = {
 @pytest.fixture(scope="session")
 def airflow_cli(local_state):
     """Run ``airflow ...`` with the embedded environment; the DB is migrated once."""
-    from balancebench.local_env import airflow_env
+    from balancebench.orchestration.local_env import airflow_env
 
     env = {**os.environ, **airflow_env()}
 

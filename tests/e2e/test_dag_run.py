@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from balancebench import tracking
-from balancebench.compare import headline_metrics
-from balancebench.experiment_params import applicable_params, validate_params
+from balancebench.core.metric_definitions import METRIC_DEFINITIONS
+from balancebench.experiment.compare import headline_metrics
+from balancebench.experiment.params import applicable_params, validate_params
 from balancebench.generators import generate, generator_params
 from balancebench.generators.common import MANIFEST, file_facts
-from balancebench.metric_definitions import METRIC_DEFINITIONS
-from balancebench.paths import datasets_dir, results_dir, validation_dir
+from balancebench.state import tracking
+from balancebench.state.paths import datasets_dir, results_dir, validation_dir
 from tests.e2e.conftest import BIN, ROOT, TINY
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from balancebench import tracking
 from balancebench.generators import load_manifest
+from balancebench.state import tracking
 
 pytestmark = pytest.mark.slow
 

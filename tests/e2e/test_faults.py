@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from balancebench import tracking
-from balancebench.reaper import REASON_TAG
-from balancebench.tracking import ROLE_TAG
+from balancebench.state import tracking
+from balancebench.state.reaper import REASON_TAG
+from balancebench.state.tracking import ROLE_TAG
 from tests.e2e.conftest import ROOT, TINY
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -61,14 +61,14 @@ def _group_of(pid: int, local: Path) -> int:
 
 
 def _watchdog_of(pid: int) -> int:
-    """The pid of the watchdog (``python -m balancebench.reaper PID ...``) of command pid."""
+    """The pid of the watchdog (``python -m balancebench.state.reaper PID ...``) of command pid."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 args = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"balancebench.reaper" in args and str(pid).encode() in args:
+            if b"balancebench.state.reaper" in args and str(pid).encode() in args:
                 return int(entry.name)
     raise AssertionError(f"no watchdog for pid {pid}")
 
@@ -255,7 +255,7 @@ def test_the_dataset_folder_removed_mid_run_changes_nothing_of_the_run(local_sta
     """The run's dataset folder is deleted while it runs (a user cleaning ``.local``): the
     application loaded it before its first round, so the run finishes with every batch
     checked by the oracle; the next run writes the dataset again."""
-    from balancebench.paths import datasets_dir
+    from balancebench.state.paths import datasets_dir
 
     # Two strategies of one round on TINY's cached dataset: the second strategy's whole
     # round runs after the folder is gone.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from balancebench import tracking
+from balancebench.state import tracking
 from tests.e2e.conftest import ROOT, TINY
 
 pytestmark = [

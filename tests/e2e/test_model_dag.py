@@ -9,8 +9,8 @@ import re
 import pandas as pd
 import pytest
 
-from balancebench import tracking
-from balancebench.paths import local_dir, results_dir
+from balancebench.state import tracking
+from balancebench.state.paths import local_dir, results_dir
 
 pytestmark = pytest.mark.slow
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from balancebench import tracking
-from balancebench.sweep_grid import DEFAULT_GRID
-from balancebench.sweep_pipeline import TEST_SLOW_PLANS_ENV
+from balancebench.orchestration.sweep_grid import DEFAULT_GRID
+from balancebench.orchestration.sweep_pipeline import TEST_SLOW_PLANS_ENV
+from balancebench.state import tracking
 from tests.e2e.conftest import ROOT, TINY, listening_ports, only_loopback
 from tests.e2e.service_memory import COMPONENTS, PeakMemory
 

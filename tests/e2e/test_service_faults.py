@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from balancebench import reaper, tracking
+from balancebench.state import reaper, tracking
 from tests.e2e.conftest import ROOT, TINY
 from tests.e2e.test_service import JUST_PAST, Api, _free_port
 

@@ -12,12 +12,12 @@ import subprocess
 
 import pytest
 
-from balancebench.experiment import GroupSpec, RunSpec
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import RoundPolicy
+from balancebench.experiment.run_spec import GroupSpec, RunSpec
 from balancebench.generators import generate, generator_params
-from balancebench.local_env import airflow_env
-from balancebench.paths import datasets_dir
-from balancebench.rounds import RoundPolicy
+from balancebench.orchestration.local_env import airflow_env
+from balancebench.state.paths import datasets_dir
 from tests.e2e.conftest import BIN, ROOT, TINY, deterministic_outputs
 
 pytestmark = pytest.mark.slow
@@ -117,8 +117,8 @@ def test_per_sender_and_table_strategies_route_in_the_jvm_under_spark_submit(loc
     """``spark-submit`` starts the JVM before the session's settings apply: the jar gets
     there by ``ADD JAR`` (``jvm_routing.routing_path``), and the runs say so: the
     per-sender routers' and a planner's routing table alike."""
-    from balancebench import tracking
     from balancebench.spark import jvm_routing
+    from balancebench.state import tracking
 
     if jvm_routing.jar_problem() is not None:
         pytest.skip(f"no JVM router here: {jvm_routing.jar_problem()}")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from balancebench.experiment import GroupSpec, RunSpec
-from balancebench.experiment_params import ExperimentSpec
+from balancebench.experiment.params import ExperimentSpec
+from balancebench.experiment.rounds import RoundPolicy
+from balancebench.experiment.run_spec import GroupSpec, RunSpec
 from balancebench.generators import generate, generator_params
-from balancebench.local_env import airflow_env
-from balancebench.paths import datasets_dir, local_dir
-from balancebench.rounds import RoundPolicy
+from balancebench.orchestration.local_env import airflow_env
+from balancebench.state.paths import datasets_dir, local_dir
 from tests.e2e.conftest import (
     BIN,
     ROOT,

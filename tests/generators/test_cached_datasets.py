@@ -172,4 +172,3 @@ def test_sigterm_to_generate_removes_its_temporary_folder(tmp_path):
     assert proc.returncode == 143, err
     assert "stopped by SIGTERM; nothing of it was kept" in err
     assert list(tmp_path.rglob("*")) == [tmp_path / "zipf_stream"]
-

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, read_table
 from balancebench.generators.onoff import (
     STATES,
@@ -15,7 +16,6 @@ from balancebench.generators.onoff import (
     phase_lengths_profile,
     work_rates,
 )
-from balancebench.validation import validate_dataset
 
 SMALL = {"onoff_sources": 20, "onoff_duration_s": 60.0, "seed": 3}
 #: The benchmark size: 100 sources x 1 hour (~120,000 phases).

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, read_table
 from balancebench.generators.packets import (
     OWN_PARAMS,
@@ -16,7 +17,6 @@ from balancebench.generators.packets import (
     burstiness_profile,
     hot_probability,
 )
-from balancebench.validation import validate_dataset
 
 SMALL = {"packets_total_mb": 5000, "seed": 3}
 #: 1M packets: ~28,000 s of traffic, ~2,800 bursts (long-run statistics are tight).

@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.core.profiles import fit_zipf_exponent, key_counts, top_set
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, read_table
 from balancebench.generators.topic_stream import TOP_K, drift_mapping
-from balancebench.profiles import fit_zipf_exponent, key_counts, top_set
-from balancebench.validation import validate_dataset
 
 TOPIC = {
     "n_tuples": 60_000,
@@ -196,7 +196,7 @@ def test_one_key_fits_any_exponent():
     """Over one key every Zipf exponent gives the same stream (all tuples on it): the
     fit cannot tell them apart, so a one-key dataset passes (it failed validation, and
     with it every run of `n_keys: 1`)."""
-    from balancebench.profiles import zipf_fit_row
+    from balancebench.core.profiles import zipf_fit_row
 
     row = zipf_fit_row(np.array([40_000]), 1, 1.2, 0.05)
     assert row["fitted_s"] == 1.2 and row["abs_error"] == 0.0 and row["within_allowed"] == 1

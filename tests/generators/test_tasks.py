@@ -8,9 +8,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, load_manifest, read_table
 from balancebench.generators.tasks import pseudo_words, split_lines, word_shares
-from balancebench.validation import validate_dataset
 
 SMALL = {
     "tasks_sizes": [10, 8, 6],
@@ -240,7 +240,7 @@ def test_bad_text_files_fail_fast_and_leave_nothing(tmp_path):
 
 
 def test_join_arrival_does_not_change_a_text_stream(tmp_path, monkeypatch):
-    from balancebench.streams import build_stream
+    from balancebench.experiment.streams import build_stream
 
     monkeypatch.setenv("BALANCEBENCH_LOCAL", str(tmp_path / "local"))
     d, _ = generate("tasks", tmp_path / "data", SMALL)

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, get_generator, load_manifest, tpch
 from balancebench.generators.common import Manifest
 from balancebench.generators.tpch import (
@@ -22,7 +23,6 @@ from balancebench.generators.tpch import (
     run_tpchgen,
     to_plain,
 )
-from balancebench.validation import validate_dataset
 
 SF = 0.01
 PARAMS = {"tpch_scale_factor": SF, "zipf_s": 0.8, "seed": 7}
@@ -272,8 +272,8 @@ def test_string_columns_are_readable(dataset: tuple[Path, Manifest]) -> None:
 def test_s_first_arrival_keeps_the_tuples_and_times_and_puts_every_supplier_first(
     dataset: tuple[Path, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from balancebench.experiment_params import validate_params
-    from balancebench.streams import build_stream
+    from balancebench.experiment.params import validate_params
+    from balancebench.experiment.streams import build_stream
 
     monkeypatch.setenv("BALANCEBENCH_LOCAL", str(tmp_path))
     folder, _ = dataset

@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from balancebench.experiment.validation import validate_dataset
 from balancebench.generators import generate, load_manifest, read_table
-from balancebench.validation import validate_dataset
 
 
 def _csv(path, text):

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from balancebench.experiment_params import check_inputs, validate_params
+from balancebench.experiment.params import check_inputs, validate_params
 
 PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"

@@ -28,7 +28,7 @@ from balancebench.models.backpressure import (
     simulate_mm1,
     synthetic_packets,
 )
-from balancebench.models.base import ModelPoint
+from balancebench.models.contract import ModelPoint
 
 MODEL = BackpressureModel()
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from balancebench.models.base import ModelPoint, ModelResult
+from balancebench.core.routing_table import BucketMap
+from balancebench.models.contract import ModelPoint, ModelResult
 from balancebench.models.elastic import (
     ElasticConfig,
     ElasticModel,
@@ -26,7 +27,6 @@ from balancebench.models.elastic import (
     step_bucket_shares,
     window_protocol_times,
 )
-from balancebench.routing_table import BucketMap
 from balancebench.strategies.balanceload import balance_load
 
 MODEL = ElasticModel()

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancebench.generators import generate
-from balancebench.models.base import ModelPoint
+from balancebench.models.contract import ModelPoint
 from balancebench.models.overlay import (
     HighEntry,
     LowEntry,

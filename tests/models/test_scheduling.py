@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancebench.generators import generate
-from balancebench.models.base import ModelPoint
+from balancebench.models.contract import ModelPoint
 from balancebench.models.scheduling import (
     NodeMetrics,
     ProcNodeMetrics,
@@ -195,7 +195,7 @@ def test_parallelism_runs_the_first_p_tasks_and_moves_the_switch():
 
 
 def test_parallelism_above_the_tasks_is_refused_before_any_work():
-    from balancebench.model_sweep import validate_model_params
+    from balancebench.experiment.model_sweep import validate_model_params
 
     with pytest.raises(ValueError, match="scheduling_parallelism: 9; allowed"):
         validate_model_params({"model": "scheduling", "grid": {"scheduling_parallelism": [2, 9]}})

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from balancebench.model_sweep import (
+from balancebench.experiment.model_sweep import (
     MODEL_EXPERIMENT_PARAMS,
     grid_points,
     log_sweep,
@@ -17,7 +17,7 @@ from balancebench.model_sweep import (
     validate_model_params,
 )
 from balancebench.models import MODELS, get_model, model_strategies
-from balancebench.models.base import ModelPoint, ModelResult
+from balancebench.models.contract import ModelPoint, ModelResult
 
 #: Small, fast points of the back-pressure model (no dataset: synthetic traffic).
 SMALL = {"model": "backpressure", "backpressure_synthetic_total_mb": 200, "repetitions": 2}
@@ -85,7 +85,7 @@ def test_points_round_trip_as_json_and_run_deterministically():
 
 
 def test_log_sweep_writes_one_child_per_strategy_and_point(tmp_path):
-    from balancebench import tracking
+    from balancebench.state import tracking
 
     # Given a 2-value grid, 2 strategies, 2 repetitions
     params = validate_model_params({**SMALL, "grid": {"backpressure_alpha": [0.2, 0.3]}})
@@ -113,7 +113,7 @@ def test_log_sweep_writes_one_child_per_strategy_and_point(tmp_path):
 
 @pytest.mark.slow
 def test_points_run_as_spark_tasks_give_the_local_results(spark):
-    from balancebench.model_sweep import run_points_on_spark
+    from balancebench.experiment.model_sweep import run_points_on_spark
 
     # Given a few points of two models
     points = model_points(validate_model_params({**SMALL, "repetitions": 2}), None)

@@ -13,22 +13,23 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
+from balancebench.core.hashing import FRACTION_UNITS
+from balancebench.core.operators import Operator
+from balancebench.core.routing_table import RoutingTable
+from balancebench.core.workloads import WORKLOADS, get_workload
+from balancebench.experiment.streams import build_stream
 from balancebench.generators import generate
-from balancebench.hashing import FRACTION_UNITS
-from balancebench.operators import Operator
-from balancebench.paths import datasets_dir
-from balancebench.routing_table import RoutingTable
 from balancebench.spark.engine import Engine
+from balancebench.spark.engine_config import EngineConfig
 from balancebench.spark.loop import OracleMismatch
 from balancebench.spark.node_state import PartialCounts, split_counts
 from balancebench.spark.oracle import check_batch, expected_answer, fingerprint
-from balancebench.spark.replay_stream import EngineConfig, batch_frame, load_replay, release_replay
+from balancebench.spark.replay_stream import batch_frame, load_replay, release_replay
 from balancebench.spark.routers import KeyLevelRouter, Reassignment, Replicas, replica_sync
 from balancebench.spark.runners import make_router, make_runner
+from balancebench.state.paths import datasets_dir
 from balancebench.strategies import STRATEGIES, get_strategy, strategy_kind
 from balancebench.strategies.base import SIDE_R, SIDE_S
-from balancebench.streams import build_stream
-from balancebench.workloads import WORKLOADS, get_workload
 
 pytestmark = pytest.mark.slow
 
@@ -361,8 +362,8 @@ def test_oracle_reference_is_computed_once_per_loaded_stream(spark, streams, wor
 
 def test_a_slow_harness_changes_harness_s_not_the_strategys_figures(spark, streams):
     # Given eq5 in 2 batches under qmmp (it plans and migrates state after batch 0)
-    from balancebench import replay
-    from balancebench.experiment import summarize
+    from balancebench.core import replay
+    from balancebench.experiment.run_log import summarize
 
     df, interval = streams["eq5"]
     times = df.select("event_time_s").toPandas()["event_time_s"].to_numpy()
@@ -439,7 +440,7 @@ def test_moving_counts_splits_each_part_by_its_segments_and_keeps_every_tuple(sp
     lost or made up whatever the counts (the state holds one row per node, key and
     age)."""
 
-    from balancebench.hashing import partition_surrogates
+    from balancebench.core.hashing import partition_surrogates
 
     n = 4
     surrogates = F.array(*[F.lit(int(v)).cast("bigint") for v in partition_surrogates(n)])

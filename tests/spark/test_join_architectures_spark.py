@@ -10,24 +10,25 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from balancebench.core.operators import BAND_JOIN, EQUI_JOIN
+from balancebench.core.workloads import get_workload
+from balancebench.experiment.streams import build_stream
 from balancebench.generators import generate
-from balancebench.operators import BAND_JOIN, EQUI_JOIN
-from balancebench.paths import datasets_dir
 from balancebench.spark.architecture_routers import (
     BiStreamRouter,
     DynamicRouter,
     bi_rows,
     dynamic_rows,
-    regrid_state,
+    regrid,
 )
 from balancebench.spark.engine import Engine
-from balancebench.spark.replay_stream import EngineConfig, load_replay, release_replay
+from balancebench.spark.engine_config import EngineConfig
+from balancebench.spark.replay_stream import load_replay, release_replay
 from balancebench.spark.routers import BATCH_COLUMNS, BOTH, PROBE, STORE, RouteContext
 from balancebench.spark.runners import make_router
+from balancebench.state.paths import datasets_dir
 from balancebench.strategies import get_strategy
 from balancebench.strategies.join_architectures import DynamicJoin, FirstBatch, Grid
-from balancebench.streams import build_stream
-from balancebench.workloads import get_workload
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +92,8 @@ def test_spark_placement_equals_numpy(spark):
     old, new = Grid(2, 1), Grid(2, 1).grown()
     index, node = dyn.store_nodes(old, pdf["side"], pdf["tuple_id"], pdf["key"])
     state = pdf.iloc[index].assign(node=node.astype(np.int32))
-    regrown = regrid_state(spark.createDataFrame(state), old, new)
+    stay, go = regrid(old, new)(spark.createDataFrame(state).select(*BATCH_COLUMNS, "node"))
+    regrown = stay.unionByName(go)
     got = regrown.select("tuple_id", "node").toPandas().to_numpy()
     index, node = dyn.store_nodes(new, pdf["side"], pdf["tuple_id"], pdf["key"])
     want = np.c_[pdf["tuple_id"].to_numpy()[index], node]
@@ -156,7 +158,7 @@ def test_hash_scale_out_rehomes_every_stored_tuple(spark, streams):
     ``pmod(hash(key), active)`` inside batch 1's exchange (counted there) and batch 1
     leaves the state exactly there; every batch passes the oracle (no pair lost or
     doubled by the move)."""
-    from balancebench.hashing import home_nodes
+    from balancebench.core.hashing import home_nodes
 
     results, pdf, active = _scale_out_run(spark, streams, "hash")
     keys = pdf[pdf["batch"] == 0]["key"].to_numpy()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from balancebench.operators import BAND_JOIN, EQUI_JOIN, Operator
+from balancebench.core.operators import BAND_JOIN, EQUI_JOIN, Operator
 from balancebench.spark.join_keys import candidate_keys, match_condition, n_candidates
 
 pytestmark = pytest.mark.slow

@@ -8,14 +8,12 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from balancebench.core.cost_model import CORE_WAIT
+from balancebench.core.workloads import get_workload
+from balancebench.experiment.streams import build_stream
 from balancebench.generators import generate
-from balancebench.metric_definitions import CORE_WAIT
-from balancebench.operators import AGGREGATE
-from balancebench.paths import datasets_dir
+from balancebench.state.paths import datasets_dir
 from balancebench.strategies import get_strategy
-from balancebench.strategies.spark_native import SparkStreaming
-from balancebench.streams import build_stream
-from balancebench.workloads import get_workload
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +67,7 @@ def replays(spark):
 
 
 def _config(replays, workload: str, window_batches: float):
-    from balancebench.spark.replay_stream import EngineConfig
+    from balancebench.spark.engine_config import EngineConfig
 
     _, interval, _ = replays[workload]
     return EngineConfig(
@@ -112,15 +110,6 @@ def _run(spark, replays, strategy: str, workload: str, window_batches: float, **
 def _sides(pdf: pd.DataFrame, b: int, upto: bool = False) -> dict[str, int]:
     rows = pdf[pdf["batch"] <= b] if upto else pdf[pdf["batch"] == b]
     return {s: int((rows["side"] == s).sum()) for s in ("R", "S")}
-
-
-def test_rejects_a_workload_it_cannot_serve_before_any_spark_work(replays):
-    class AggregateOnly(SparkStreaming):
-        operators = frozenset({AGGREGATE})
-
-    config = _config(replays, "eq5", 0)
-    with pytest.raises(ValueError, match="cannot serve workload 'eq5'"):
-        run_baseline(None, None, config, AggregateOnly(), "spark_streaming")
 
 
 # ---- spark_streaming ------------------------------------------------------------------------

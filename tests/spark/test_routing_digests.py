@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
-from balancebench.routing_table import RoutingTable
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
+from balancebench.core.routing_table import RoutingTable
 from balancebench.spark.placement import with_storage_node
 from balancebench.strategies import get_strategy
 from tests.spark.jvm_router import jvm_router_or_skip

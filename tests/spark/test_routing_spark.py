@@ -8,16 +8,16 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from balancebench.hashing import fraction_units, home_nodes, murmur3_hash_long
-from balancebench.operators import AGGREGATE
-from balancebench.routing_table import RoutingTable
-from balancebench.spark.node_state import partitions_of
+from balancebench.core.hashing import fraction_units, home_nodes, murmur3_hash_long
+from balancebench.core.operators import AGGREGATE
+from balancebench.core.routing_table import RoutingTable
 from balancebench.spark.placement import (
     fraction_unit,
     home_node,
     partition_by_node,
     with_storage_node,
 )
+from balancebench.spark.stored_pieces import partitions_of
 from tests.spark.jvm_router import jvm_router_or_skip
 
 pytestmark = pytest.mark.slow
@@ -152,7 +152,7 @@ def test_partition_i_holds_node_i(spark):
 
 @pytest.mark.parametrize("path", ["jvm", "sql"])
 def test_bucket_map_routing_equals_numpy(spark, path):
-    from balancebench.routing_table import BucketMap
+    from balancebench.core.routing_table import BucketMap
 
     rng = np.random.default_rng(5)
     owner = rng.integers(0, 7, 300).astype(np.int32)

@@ -45,12 +45,12 @@ def test_warm_up_once_per_strategy_and_the_fixed_cost_calibrated_once_per_loaded
     spark, monkeypatch
 ):
     # Given a small dataset loaded once, as a sweep's cell group loads it
-    from balancebench import experiment
-    from balancebench.experiment_params import ExperimentSpec
+    from balancebench.experiment import runs as experiment
+    from balancebench.experiment.params import ExperimentSpec
+    from balancebench.experiment.streams import build_stream
     from balancebench.generators import generate, generator_params
-    from balancebench.paths import datasets_dir
     from balancebench.spark.engine import Engine
-    from balancebench.streams import build_stream
+    from balancebench.state.paths import datasets_dir
 
     params = ExperimentSpec.checked(
         {"n_tuples": 4000, "n_keys": 200, "n_batches": 2, "n_nodes": 4, "warmup_batches": 1}

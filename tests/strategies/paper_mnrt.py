@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from balancebench.hashing import home_nodes
+from balancebench.core.hashing import home_nodes
 
 # Table 2: rows gamma1 merge, gamma2 unchanged, gamma3 split; columns delta1 back,
 # delta2 across, delta3 out. Cell (row, column) has priority 3 * row + column.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from balancebench.routing_table import segment_starts
+from balancebench.core.routing_table import segment_starts
 from balancebench.strategies.base import lay_end_to_end
 
 

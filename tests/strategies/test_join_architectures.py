@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.experiment_params import EXPERIMENT_PARAMS, validate_params
-from balancebench.operators import BAND_JOIN, EQUI_JOIN, JOINS
+from balancebench.core.operators import BAND_JOIN, EQUI_JOIN, JOINS
+from balancebench.experiment.params import EXPERIMENT_PARAMS, validate_params
 from balancebench.strategies import STRATEGIES, get_strategy
 from balancebench.strategies.join_architectures import (
     BiStream,

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
-from balancebench.routing_table import BucketMap
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
+from balancebench.core.routing_table import BucketMap
 from balancebench.strategies import get_strategy
 from balancebench.strategies.base import aggregate_parts
 from balancebench.strategies.pkg import candidates, space_saving_merge

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancebench.experiment_params import ExperimentSpec
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
-from balancebench.routing_table import RoutingTable
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
+from balancebench.core.routing_table import RoutingTable
+from balancebench.experiment.params import ExperimentSpec
 from balancebench.strategies import STRATEGIES, get_strategy
 
 PLANNERS = ["qmmp", "mnrt"]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
 from balancebench.strategies import get_strategy
 from balancebench.strategies.base import aggregate_parts
 from tests.strategies.paper_mnrt import Window, paper_mnrt

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from balancebench.hashing import home_nodes
-from balancebench.loads import KeyLoads
+from balancebench.core.hashing import home_nodes
+from balancebench.core.loads import KeyLoads
 from balancebench.strategies import get_strategy
 
 

@@ -18,7 +18,7 @@ A generator is one small class (:class:`Generator`): the flat Params it reads (n
 ``DATASET_PARAMS``; a name shared by several generators means the same thing in each),
 ``write`` (its tables, deterministic from ``params["seed"]``), and the frames its Great
 Expectations suites check (``validation_frames``: its tables plus computed *profiles*
-such as the fitted Zipf exponent, see ``balancebench.profiles``).
+such as the fitted Zipf exponent, see ``balancebench.core.profiles``).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from balancebench.lazy import lazy_module
-from balancebench.reaper import remove_orphaned_folders
-from balancebench.schema import check_values, quoted, shown_path, terminal_safe
+from balancebench.core.lazy import lazy_module
+from balancebench.core.schema import check_values, quoted, shown_path, terminal_safe
+from balancebench.state.reaper import remove_orphaned_folders
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
 pd = lazy_module("pandas")
@@ -239,7 +239,7 @@ def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
     (SIGKILL) leaves it to the next writer (``reaper.remove_orphaned_folders``)."""
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     # The writer's pid in the name: a folder whose writer died is found and removed
-    # (balancebench.reaper) by the next command.
+    # (balancebench.state.reaper) by the next command.
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:

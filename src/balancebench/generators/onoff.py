@@ -60,6 +60,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.schema import positive_number_spec
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -67,8 +69,6 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
-from balancebench.lazy import lazy_module
-from balancebench.schema import positive_number_spec
 
 SCHEMA = pa.schema(
     [

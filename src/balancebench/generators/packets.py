@@ -69,6 +69,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.schema import positive_number_spec
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -76,8 +78,6 @@ from balancebench.generators.common import (
     TableWriter,
     read_table,
 )
-from balancebench.lazy import lazy_module
-from balancebench.schema import positive_number_spec
 
 PACKETS_SCHEMA = pa.schema(
     [

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.lazy import lazy_module
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -39,7 +40,6 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
-from balancebench.lazy import lazy_module
 
 SCHEMA = pa.schema(
     [

@@ -51,19 +51,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.profiles import fit_zipf_exponent, zipf_fit_row
+from balancebench.core.schema import quoted
 from balancebench.generators.common import Generator, Manifest, TableWriter, read_table
-from balancebench.generators.user_file import (
-    count_words,
-    existing_file,
-    file_sha256,
-    pin_sha256,
-    read_lines,
-    words,
-)
+from balancebench.generators.user_file import count_words, read_lines, words
+from balancebench.generators.user_file_door import existing_file, file_sha256, pin_sha256
 from balancebench.generators.zipf_stream import zipf_sampler
-from balancebench.lazy import lazy_module
-from balancebench.profiles import fit_zipf_exponent, zipf_fit_row
-from balancebench.schema import quoted
 
 TEXT_SCHEMA = pa.schema([("line_id", pa.int64()), ("task_id", pa.int32()), ("line", pa.string())])
 TASKS_SCHEMA = pa.schema(

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.profiles import key_counts, top_set, zipf_fit_row
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -42,8 +44,6 @@ from balancebench.generators.common import (
     read_table,
 )
 from balancebench.generators.zipf_stream import zipf_sampler
-from balancebench.lazy import lazy_module
-from balancebench.profiles import key_counts, top_set, zipf_fit_row
 
 SCHEMA = pa.schema(
     [

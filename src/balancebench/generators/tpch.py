@@ -57,6 +57,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.profiles import zipf_fit_row
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -65,8 +67,6 @@ from balancebench.generators.common import (
     read_table,
 )
 from balancebench.generators.zipf_stream import zipf_sampler
-from balancebench.lazy import lazy_module
-from balancebench.profiles import zipf_fit_row
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
 pd = lazy_module("pandas")

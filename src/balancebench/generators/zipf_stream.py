@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from balancebench.core.lazy import lazy_module
+from balancebench.core.profiles import key_counts, zipf_fit_row, zipf_probabilities
 from balancebench.generators.common import (
     CHUNK_ROWS,
     Generator,
@@ -30,8 +32,6 @@ from balancebench.generators.common import (
     poisson_times,
     read_table,
 )
-from balancebench.lazy import lazy_module
-from balancebench.profiles import key_counts, zipf_fit_row, zipf_probabilities
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
 pd = lazy_module("pandas")

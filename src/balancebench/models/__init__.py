@@ -1,4 +1,4 @@
-"""Models of papers 001-004 (see ``base`` for the contract), registered by name.
+"""Models of papers 001-004 (see ``contract`` for the contract), registered by name.
 
 >>> model = get_model("scheduling")
 >>> result = model.run(ModelPoint("scheduling", "acts", model.check_params({})))  # doctest: +SKIP
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
-from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.models.contract import Model, ModelPoint, ModelResult
 
 #: name -> "module:Class" (imported on first use).
 _MODULES: dict[str, str] = {

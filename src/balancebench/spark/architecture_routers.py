@@ -158,13 +158,6 @@ def regrid(old: Grid, new: Grid) -> Split:
     return split
 
 
-def regrid_state(state: DataFrame, old: Grid, new: Grid) -> DataFrame:
-    """The state rows under the grown grid ``new`` (columns ``BATCH_COLUMNS + node``):
-    what stays of ``state`` and what :func:`regrid` sends."""
-    stay, go = regrid(old, new)(state.select(*BATCH_COLUMNS, "node"))
-    return stay.unionByName(go)
-
-
 class ArchitectureRouter(SparkRouter):
     """Common part: the layout fixed at the first batch, its history, its description."""
 

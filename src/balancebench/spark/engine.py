@@ -2,7 +2,7 @@
 
 Execution model (a strategy run inside a Spark application, alone or among a sweep's runs):
 
-- **Replay.** The workload's stream (``balancebench.streams``) is cut into
+- **Replay.** The workload's stream (``balancebench.experiment.streams``) is cut into
   ``n_batches`` equal event-time micro-batches (``replay.batch_index``), laid out over
   the senders (partition ``s`` = sender ``s``'s tuples in arrival order, ``load_replay``).
 - **Nodes.** A node is one Spark partition of the stateful stage: rows are placed with
@@ -79,13 +79,13 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   tuples, 8 nodes, 2 cores: wall 2-4x CPU, wall max/mean 1.3-2.3 on equal tuple counts
   where CPU max/mean is 1.04-1.2). The wall makespan is reported too
   (``makespan_wall_s``). A migration is charged what its rows cost in the stages they
-  ride (``metric_definitions.attribute_migration``): per row the senders' cost of writing a row
+  ride (``cost_model.attribute_migration``): per row the senders' cost of writing a row
   into the exchange at the sending node, the receiving node stage's cost per row read at
   the receiving node, plus bytes / bandwidth; the rest of the extra map tasks (scanning
   a node's state for the rows that move, which a keyed store would not do) is the
   engine's, reported apart (``migration_extract_s``). The cost model
-  (``balancebench.metric_definitions``) turns these into the replay clock; the oracle, statistics,
-  task-metric reads and job scheduling are the harness's own cost (``harness_s``).
+  (``balancebench.core.cost_model``) turns these into the replay clock; the oracle,
+  statistics, task-metric reads and job scheduling are the harness's own cost (``harness_s``).
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench import metric_definitions
-from balancebench.hashing import partition_surrogates
+from balancebench.core import cost_model
+from balancebench.core.hashing import partition_surrogates
+from balancebench.spark.engine_config import EngineConfig
 from balancebench.spark.loop import (
     BatchResult,
     MicroBatchLoop,
@@ -109,7 +110,7 @@ from balancebench.spark.loop import (
 from balancebench.spark.node_state import Flow, node_state_for
 from balancebench.spark.oracle import check_batch
 from balancebench.spark.placement import home_node
-from balancebench.spark.replay_stream import EngineConfig, batch_frame, kept_with
+from balancebench.spark.replay_stream import batch_frame, kept_with
 from balancebench.spark.rest_task_metrics import NODE, GroupWork, batch_work
 from balancebench.spark.routers import (
     BATCH_COLUMNS,
@@ -298,7 +299,7 @@ class Engine(MicroBatchLoop):
             node_work = node_work + durable.node_cpu_s
         migration = None
         if moves is not None:
-            migration, node_work = metric_definitions.attribute_migration(
+            migration, node_work = cost_model.attribute_migration(
                 node_cpu_s=node_work,
                 stage_cpu_s=work.stage_cpu_s[0],
                 stage_records=work.stage_records_read[0],
@@ -343,8 +344,7 @@ class Engine(MicroBatchLoop):
                 "route_executor_cpu_s": work.route_executor_cpu_s,
                 "node_executor_cpu_s": work.node_executor_cpu_s,
                 "node_gc_s": work.node_gc_s + (durable.node_gc_s if durable else 0.0),
-                metric_definitions.CORE_WAIT: work.core_wait_s
-                + (durable.core_wait_s if durable else 0.0),
+                cost_model.CORE_WAIT: work.core_wait_s + (durable.core_wait_s if durable else 0.0),
                 "retried_stages": float(
                     work.retried_stages + (durable.retried_stages if durable else 0)
                 ),

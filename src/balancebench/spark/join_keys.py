@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from balancebench.operators import Operator
+from balancebench.core.operators import Operator
 
 
 def offsets_for(operator: Operator, side: str, band_width: int) -> tuple[int, int]:

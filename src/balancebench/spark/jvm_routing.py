@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.paths import project_root, pyspark_jars
+from balancebench.state.paths import project_root, pyspark_jars
 
 SOURCES = tuple(sorted((Path(__file__).with_name("jvm")).glob("*.java")))
 CLASS_NAMES = tuple(f"balancebench.jvm.{source.stem}" for source in SOURCES)
@@ -162,7 +162,10 @@ JAVA_INT_MAX = 2**31 - 1
 
 def path_for(spark: Any, strategy: Any, n_nodes: int) -> tuple[str, str]:
     """:func:`routing_path` for ``strategy`` on ``n_nodes`` nodes: also Python where its
-    settings exceed what the JVM router takes (a sketch of more than 2^31 counters)."""
+    settings exceed what the JVM router takes (a sketch of more than 2^31 counters), and
+    for a per-tuple router outside the PKG family (``Strategy.jvm_router``)."""
+    if not strategy.jvm_router:
+        return "python", f"{strategy.name} has no JVM router (only the PKG family's)"
     rule = strategy.decision_settings(n_nodes)
     if max(rule.capacity, rule.sketch_chunk) > JAVA_INT_MAX:
         return "python", f"capacity or sketch_chunk above {JAVA_INT_MAX}, the JVM router's limit"
@@ -188,7 +191,7 @@ def table_node(spark: Any, table: Any, key: Any, tuple_id: Any) -> Any:
     JVM (``TableRouting.node``: the routing table's ``storage_nodes``)."""
     from pyspark.sql.classic.column import Column
 
-    from balancebench.hashing import FRACTION_UNITS, TUPLE_HASH_SALT
+    from balancebench.core.hashing import FRACTION_UNITS, TUPLE_HASH_SALT
 
     jc = spark.sparkContext._jvm.balancebench.jvm.TableRouting.storageNode(
         key._jc,
@@ -209,7 +212,7 @@ def bucket_node(spark: Any, buckets: Any, key: Any) -> Any:
     ``routing_table.BucketMap``), decided in the JVM (``BucketMap.storage_nodes``)."""
     from pyspark.sql.classic.column import Column
 
-    from balancebench.routing_table import BUCKET_SALT
+    from balancebench.core.routing_table import BUCKET_SALT
 
     owners = np.asarray(buckets.owner, dtype="<i4").tobytes()
     jc = spark.sparkContext._jvm.balancebench.jvm.TableRouting.bucketOwner(

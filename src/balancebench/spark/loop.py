@@ -8,7 +8,8 @@ return a :class:`BatchResult`, with the oracle's verdict on the batch's answer
 everything around it: the Spark SQL settings for the run (set, then restored), the phase
 clock (driver wall per phase, where the harness's time goes), the callback, and the
 failure on a mismatch. Every runner's results become the cost model's input in one place
-(``BatchResult.costs``) and are charged by one function (``balancebench.metric_definitions.clock``).
+(``BatchResult.costs``) and are charged by one function
+(``balancebench.core.cost_model.clock``).
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
-from balancebench.environment import setting
-from balancebench.loads import imbalance
-from balancebench.metric_definitions import (
+from balancebench.core.cost_model import (
     CORE_WAIT,
     DEFAULT_BANDWIDTH_MB_PER_S,
     BatchCosts,
     MigrationWork,
 )
-from balancebench.paths import local_dir
+from balancebench.core.loads import imbalance
 from balancebench.spark.replay_stream import batch_frame, kept_with
 from balancebench.spark.rest_task_metrics import GroupWork, TaskMetricsReader, group_work
+from balancebench.state.environment import setting
+from balancebench.state.paths import local_dir
 from balancebench.strategies import MigrationPlan
 
 
@@ -123,7 +124,7 @@ class BatchResult:
         return self.received_tuples / self.input_tuples if self.input_tuples else 0.0
 
     def costs(self, bandwidth_mb_per_s: float | None = DEFAULT_BANDWIDTH_MB_PER_S) -> BatchCosts:
-        """The batch as the cost model's input (``metric_definitions.BatchCosts``)."""
+        """The batch as the cost model's input (``cost_model.BatchCosts``)."""
         m = self.migration
         empty = np.zeros(0)
         return BatchCosts(

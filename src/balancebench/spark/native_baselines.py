@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
-from balancebench.metric_definitions import CORE_WAIT
+from balancebench.core.cost_model import CORE_WAIT
+from balancebench.spark.engine_config import EngineConfig
 from balancebench.spark.loop import BatchResult, MicroBatchLoop, PhaseClock
 from balancebench.spark.oracle import check_batch
-from balancebench.spark.replay_stream import EngineConfig
 from balancebench.spark.rest_task_metrics import (
     GroupWork,
     TaskMetricsReader,
@@ -43,7 +43,6 @@ from balancebench.spark.rest_task_metrics import (
     add_route_stage,
     task_cpu_s,
 )
-from balancebench.workloads import check_strategy
 
 #: Columns of the replay stream (``replay_stream.load_replay``).
 COLUMNS = ["side", "tuple_id", "key", "event_time_s", "payload", "batch"]
@@ -109,8 +108,6 @@ class Baseline(MicroBatchLoop):
         on_batch: Callable[[BatchResult], None] | None = None,
         harness_hook: Callable[[str], None] | None = None,
     ) -> None:
-        # A strategy that cannot serve the workload is rejected before any Spark work.
-        check_strategy(config.workload.name, strategy.name, strategy.operators)
         super().__init__(spark, stream, config, name, on_batch, harness_hook)
         self.settings = dict(getattr(strategy, "settings", {}) or {})
         self.op = config.workload.operator

@@ -46,7 +46,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancebench.metric_definitions import CORE_WAIT
+from balancebench.core.cost_model import CORE_WAIT
 from balancebench.spark.join_keys import candidate_keys, n_candidates
 from balancebench.spark.loop import BatchResult, PhaseClock, release
 from balancebench.spark.native_baselines import COLUMNS, Baseline

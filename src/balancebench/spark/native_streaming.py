@@ -56,10 +56,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancebench.paths import local_dir
 from balancebench.spark.join_keys import candidate_keys
 from balancebench.spark.loop import BatchResult, PhaseClock
 from balancebench.spark.native_baselines import COLUMNS, Baseline
+from balancebench.state.paths import local_dir
 
 #: Split size of the streaming file source, also the cost of opening a file: each
 #: sender's file of a batch is its own task (Spark's default split, 128 MiB).

@@ -32,13 +32,13 @@ from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench.hashing import (
+from balancebench.core.hashing import (
     FRACTION_UNITS,
     TUPLE_HASH_SALT,
     murmur3_hash_long,
     partition_surrogates,
 )
-from balancebench.routing_table import BUCKET_SALT, BucketMap, RoutingTable
+from balancebench.core.routing_table import BUCKET_SALT, BucketMap, RoutingTable
 from balancebench.spark import jvm_routing
 
 

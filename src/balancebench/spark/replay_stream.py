@@ -1,16 +1,15 @@
-"""The replay stream loaded into Spark, and the run configuration every runner reads.
+"""The replay stream loaded into Spark.
 
-:func:`load_replay` reads a workload's replay stream (``balancebench.streams``) once per
-application, lays it out over the senders and caches each micro-batch apart
-(:func:`batch_frame`); :class:`EngineConfig` is what a run of it is configured with
-(``experiment.engine_config`` builds it from the Params). The engine, the join
-architectures and the Spark-native baselines all read both from here.
+:func:`load_replay` reads a workload's replay stream (``balancebench.experiment.streams``)
+once per application, lays it out over the senders and caches each micro-batch apart
+(:func:`batch_frame`). The engine, the join architectures and the Spark-native baselines
+all read their batches from here; what a run is configured with is
+:class:`~balancebench.spark.engine_config.EngineConfig`.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
@@ -18,59 +17,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancebench.spark.placement import partition_by_node
-from balancebench.workloads import Workload
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    workload: Workload
-    n_nodes: int
-    n_batches: int
-    interval_s: float
-    window_s: float = 0.0
-    band_width: int = 1
-    top_k: int = 10
-    #: Keep cross-batch state in reliable checkpoints (survives a lost executor) instead
-    #: of ``localCheckpoint`` (``MicroBatchLoop.keep``; Param ``state_checkpoint``).
-    reliable_state: bool = False
-    #: Memory-driven scale-out: a node's capacity in state tuples (Param
-    #: ``node_capacity_state_tuples``); None: every node from the start.
-    node_capacity_state_tuples: int | None = None
-    #: An untimed warm-up (``experiment.warm_up``): its figures are thrown away, so the
-    #: engine's fixed cost is not calibrated for it (the first measured run does).
-    warm_up: bool = False
-
-    @property
-    def window_batches(self) -> int | None:
-        """Aggregation window in batches (None = full history; ``Operator.window_batches``)."""
-        return self.workload.operator.window_batches(self.interval_s, self.window_s)
-
-    def first_window_batch(self, b: int) -> int:
-        """The first batch an aggregation's window holds after batch ``b`` (0: the whole
-        history)."""
-        return 0 if self.window_batches is None else b - self.window_batches + 1
-
-    def in_window(self, t_r: Column, t_s: Column) -> Column | None:
-        """The join's time condition on two event-time columns (``Operator.in_window``;
-        None: no window)."""
-        return self.workload.operator.in_window(t_r, t_s, self.window_s)
-
-    def in_window_of(self, t_a: Column, t_b: Column, a_side: str | Column) -> Column | None:
-        """:meth:`in_window` on tuples ``a`` and ``b`` of opposite sides, ``a`` on side
-        ``a_side`` ("R" or "S", or a column of them): the rule is on (R, S) whichever side
-        probes (an asymmetric rule on (probe, stored) would be wrong half the time)."""
-        if isinstance(a_side, str):
-            t_r, t_s = (t_a, t_b) if a_side == "R" else (t_b, t_a)
-        else:
-            a_is_r = a_side == "R"
-            t_r = F.when(a_is_r, t_a).otherwise(t_b)
-            t_s = F.when(a_is_r, t_b).otherwise(t_a)
-        return self.in_window(t_r, t_s)
-
-    def horizon(self, b: int) -> float | None:
-        """The oldest event time a join holds after batch ``b`` (``Operator.state_horizon``;
-        None: the whole history)."""
-        return self.workload.operator.state_horizon(b, self.interval_s, self.window_s)
 
 
 def batch_of(interval_s: float, n_batches: int) -> Column:

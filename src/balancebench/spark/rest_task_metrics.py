@@ -11,7 +11,7 @@ thread), ``executorRunTime`` (ms the task ran on its executor, deserialisation e
 ``shuffleReadMetrics.recordsRead`` (rows the task received from the shuffle),
 ``inputMetrics.recordsRead`` (rows read from cached or checkpointed blocks) and the shuffle
 rows and bytes written (the senders' output and a migration's transfer; the bytes received
-are derived from its rows, ``metric_definitions.attribute_migration``)."""
+are derived from its rows, ``cost_model.attribute_migration``)."""
 
 from __future__ import annotations
 
@@ -177,10 +177,10 @@ class GroupWork:
     node_gc_s: float = 0.0
     #: Wall seconds of the batch's main job, from its stages' tasks (first launch to last
     #: finish, per stage, summed over the stages): the routing stages and the node
-    #: stages. What the cost model is checked against (``check_model``), never charged.
+    #: stages. What the cost model is checked against (``cost_model_check``), never charged.
     route_wall_s: float = 0.0
     node_wall_s: float = 0.0
-    #: The same stages' CPU on the executors that ran them (``check_model``): per stage the
+    #: The same stages' CPU on the executors that ran them (``cost_model_check``): per stage the
     #: busiest executor's summed executorCpuTime, summed over the stages, seconds. Where
     #: each executor has a core of its own and a stage ends when its slowest executor does,
     #: what the stages take in CPU, whatever else shares the machine's cores.

@@ -45,10 +45,10 @@ from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from balancebench.hashing import FRACTION_UNITS, home_nodes
-from balancebench.loads import KeyLoads
-from balancebench.operators import Operator
-from balancebench.routing_table import BucketMap, RoutingTable
+from balancebench.core.hashing import FRACTION_UNITS, home_nodes
+from balancebench.core.loads import KeyLoads
+from balancebench.core.operators import Operator
+from balancebench.core.routing_table import BucketMap, RoutingTable
 from balancebench.spark import jvm_routing
 from balancebench.spark.placement import (
     bucket_owner,

@@ -28,12 +28,12 @@ from balancebench.spark.architecture_routers import (
     QueryParallelRouter,
 )
 from balancebench.spark.engine import Engine
+from balancebench.spark.engine_config import EngineConfig
 from balancebench.spark.loop import BatchResult, MicroBatchLoop
 from balancebench.spark.native_batch_queries import AqeRunner, SaltingRunner
 from balancebench.spark.native_streaming import StreamingRunner
-from balancebench.spark.replay_stream import EngineConfig
 from balancebench.spark.routers import KeyLevelRouter, PerTupleRouter, SparkRouter
-from balancebench.strategies import STRATEGIES, Strategy, check_scale_out
+from balancebench.strategies import STRATEGIES, Strategy
 
 #: Join architectures, with the router that writes their placement in Spark SQL.
 ARCHITECTURE_ROUTERS: dict[str, type[SparkRouter]] = {
@@ -85,9 +85,8 @@ def make_runner(
     on_batch: Callable[[BatchResult], None] | None = None,
     harness_hook: Callable[[str], None] | None = None,
 ) -> MicroBatchLoop:
-    """The runner of ``strategy`` on a loaded replay stream (``replay_stream.load_replay``)."""
-    if config.node_capacity_state_tuples is not None:
-        check_scale_out(strategy.name, config.workload.operator)
+    """The runner of ``strategy`` on a loaded replay stream (``replay_stream.load_replay``);
+    the combination (scale-out, the strategy's operators) was checked at the door."""
     if strategy.name in BASELINES:
         runner: Any = BASELINES[strategy.name]
         return runner(spark, stream, config, strategy, name, on_batch, harness_hook)

@@ -42,13 +42,6 @@ def _wordcount(text, task_id: int) -> list:
     )
 
 
-def measure_wordcount_costs(
-    spark: SparkSession, dataset_dir: str | Path, repeats: int = 3
-) -> list[float]:
-    """CPU seconds of each task's WordCount, in ``task_id`` order (see the module doc)."""
-    return measure_wordcount_costs_detail(spark, dataset_dir, repeats)["task_costs_s"]
-
-
 def measure_wordcount_costs_detail(
     spark: SparkSession, dataset_dir: str | Path, repeats: int = 3
 ) -> dict[str, list[float] | float]:

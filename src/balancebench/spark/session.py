@@ -14,9 +14,9 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from balancebench.environment import setting
-from balancebench.paths import local_dir
 from balancebench.spark import jvm_routing
+from balancebench.state.environment import setting
+from balancebench.state.paths import local_dir
 
 BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from balancebench.operators import JOINS, Operator, names
+from balancebench.core.operators import JOINS, Operator, names
 from balancebench.strategies.balanceload import BalanceLoadStrategy
 from balancebench.strategies.base import Delta, MigrationPlan, PlanView, Strategy
 from balancebench.strategies.hash import HashStrategy
@@ -57,11 +57,11 @@ STRATEGIES: dict[str, type[Strategy]] = {
     )
 }
 
-#: Strategies whose nodes can join a running job (Param ``node_capacity_state_tuples``,
-#: joins only): hash and the key-level planners over growing active nodes, Dynamic's grid,
-#: BiStream's (sub)groups. PKG and the balanceload bucket map have no scale-out here;
-#: Spark's own baselines place the data themselves.
-SCALE_OUT: frozenset[str] = frozenset({"hash", "qmmp", "mnrt", "readj", "dynamic", "bi", "bi6"})
+#: Strategies whose nodes can join a running job (``Strategy.scales_out``; Param
+#: ``node_capacity_state_tuples``, joins only): hash and the key-level planners over growing
+#: active nodes, Dynamic's grid, BiStream's (sub)groups. PKG and the balanceload bucket map
+#: have no scale-out here; Spark's own baselines place the data themselves.
+SCALE_OUT: frozenset[str] = frozenset(n for n, cls in STRATEGIES.items() if cls.scales_out)
 
 
 def check_scale_out(name: str, operator: Operator) -> None:

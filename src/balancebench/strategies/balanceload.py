@@ -11,7 +11,7 @@ improvement of the standard deviation of node load falls below ``min_improvement
 large that moving it would not lower the standard deviation by the threshold, we try the
 node's next buckets in decreasing rate and stop only when none qualifies (moving a
 bucket that raises the deviation is never done). The paper's node provisioning (elastic
-scaling) is the ``elastic`` model (``models/elastic/``, whose ``simulation`` calls
+scaling) is the ``elastic`` model (``models/elastic/``, whose ``time_steps`` calls
 ``balance_load``); here the node count is fixed.
 
 **Trigger (UIT).** Paper 001 runs BalanceLoad only when the standard deviation of node
@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from balancebench.loads import KeyLoads
-from balancebench.routing_table import BucketMap
+from balancebench.core.loads import KeyLoads
+from balancebench.core.routing_table import BucketMap
 from balancebench.strategies.base import Delta, PlanView, Strategy
 
 

@@ -21,30 +21,14 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
-from balancebench.loads import KeyLoads, imbalance
-from balancebench.metric_definitions import plan_clock
-from balancebench.operators import OPERATORS, Operator
-from balancebench.routing_table import RoutingTable, segment_starts
-
-
-class Router(Protocol):
-    """What routes tuples after a plan: ``RoutingTable`` (paper 000's ``Y``) or a
-    bucket map (paper 001); ``len`` is its number of entries (cost ``O2``)."""
-
-    n_nodes: int
-
-    def __len__(self) -> int: ...
-
-    def storage_nodes(self, keys: np.ndarray, tuple_ids: np.ndarray) -> np.ndarray: ...
-
-    def nodes_per_key(self, keys: np.ndarray) -> np.ndarray: ...
-
-    @property
-    def split_keys(self) -> int: ...
+from balancebench.core.cost_model import plan_clock
+from balancebench.core.loads import KeyLoads, imbalance
+from balancebench.core.operators import OPERATORS, Operator
+from balancebench.core.routing_table import RoutingTable, segment_starts
 
 
 @dataclass(frozen=True)
@@ -109,7 +93,7 @@ class MigrationPlan:
     move_to: np.ndarray
     #: The router after the plan (``RoutingTable`` for paper 000's strategies).
     routing_table: Any
-    #: O1: CPU time of ``plan()`` in milliseconds (``metric_definitions.plan_clock``): grouping the
+    #: O1: CPU time of ``plan()`` in milliseconds (``cost_model.plan_clock``): grouping the
     #: loads by node, deciding the moves, building the router, and counting the migrated
     #: state (O3) and node loads after (plus any ``extra_plan_work_ms``); the imbalance and
     #: split-key counts are not included.
@@ -165,6 +149,14 @@ class Strategy(ABC):
     #: A key-level strategy that routes each sender's tuples in order (``route_sender``)
     #: and never plans: pkg, dchoices, wchoices.
     per_tuple: ClassVar[bool] = False
+    #: A per-tuple router the JVM's per-sender router (``spark/jvm/PerSenderRouting.java``)
+    #: can run, configured by ``decision_settings``: the PKG family (``pkg.PkgStrategy``
+    #: and its subclasses). Another per-tuple router runs ``route_sender`` in a Python
+    #: worker.
+    jvm_router: ClassVar[bool] = False
+    #: Whether its nodes can join a running job (Param ``node_capacity_state_tuples``,
+    #: joins only; ``strategies.SCALE_OUT`` lists them).
+    scales_out: ClassVar[bool] = False
     #: JSON schema of the strategy's own parameters (name -> schema with ``default``);
     #: they become DAG Params ``<strategy>_<name>`` and are logged to MLflow.
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -211,7 +203,7 @@ class Strategy(ABC):
     def plan(self, loads: KeyLoads, n_nodes: int, tolerance: float) -> MigrationPlan:
         """Plan a migration for the window ``loads``; the strategy adopts its router.
 
-        ``n_nodes`` (an integer in [1, 1024], and a shape the strategy can take:
+        ``n_nodes`` (an integer in [1, ``schema.MAX_NODES``], and a shape the strategy can take:
         :meth:`check_n_nodes`) and ``tolerance`` (in (0, 10]) were checked once, with the
         other Params, at the door (``ExperimentSpec.checked``); they are not checked again
         here. That the window's loads lie on these nodes is an invariant of the engine."""

@@ -12,5 +12,6 @@ class HashStrategy(Strategy):
     """Every tuple of key ``k`` goes to its home node ``F(k)``."""
 
     name = "hash"
+    scales_out = True
     reference = "paper 000 §5 baseline (hash partitioning)"
     plans = False

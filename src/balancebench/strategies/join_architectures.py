@@ -3,7 +3,7 @@
 Unlike the key-level strategies these never plan key moves: each fixes a *layout* of the
 nodes and places every tuple by a deterministic hash of its ``tuple_id`` (the "random"
 choice of the papers, reproducible and identical in numpy and in Spark SQL's
-``hash(tuple_id, salt)``, see :mod:`balancebench.hashing`). A tuple gets store nodes
+``hash(tuple_id, salt)``, see :mod:`balancebench.core.hashing`). A tuple gets store nodes
 (where it is kept as join state) and probe nodes (where it is joined with the other
 side's earlier tuples); the engine (``balancebench.spark.engine``, paper 000 Algorithm
 1's join semantics) produces a pair at a node where the later tuple probes and the
@@ -92,8 +92,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from balancebench.hashing import FRACTION_BITS, salted_hash
-from balancebench.operators import EQUI_JOIN, JOINS, Operator
+from balancebench.core.hashing import FRACTION_BITS, salted_hash
+from balancebench.core.operators import EQUI_JOIN, JOINS, Operator
+from balancebench.core.schema import MAX_NODES
 from balancebench.strategies.base import Strategy
 
 #: Salt of the tuple-id hash that picks a Dynamic tuple's row (R) or column (S).
@@ -239,12 +240,13 @@ class DynamicJoin(JoinArchitecture):
     """Paper 000's Dynamic baseline: the join matrix with 1-into-4 growth (module docstring)."""
 
     name = "dynamic"
+    scales_out = True
     reference = "paper 000 baseline Dynamic (matrix model, Elseidy et al. VLDB 2014)"
     param_schema: ClassVar[dict[str, dict[str, Any]]] = {
         "initial_nodes": {
             "type": ["integer", "null"],
             "minimum": 1,
-            "maximum": 1024,
+            "maximum": MAX_NODES,
             "default": None,
             "description": "Nodes of the first grid (rounded down to a power of two, at most "
             "the largest power of two <= n_nodes); null = that largest power of two (under "
@@ -442,6 +444,7 @@ class BiStream(JoinArchitecture):
     the other group (module docstring)."""
 
     name = "bi"
+    scales_out = True
     reference = "paper 000 baseline Bi (BiStream, Lin et al. SIGMOD 2015)"
     #: Subgroups per group (Bi: none).
     default_subgroups: ClassVar[int] = 1
@@ -592,7 +595,7 @@ class BiStream6(BiStream):
         "subgroups": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 1024,
+            "maximum": MAX_NODES,
             "default": 6,
             "description": "Subgroups per group (paper 000: 6); each holds at least one "
             "node, so n_nodes must be at least twice this.",

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from balancebench.hashing import home_nodes
+from balancebench.core.hashing import home_nodes
 from balancebench.strategies.base import NO_SIDE, SIDE_R, SIDE_S, Delta, PlanView, Strategy
 
 # Priority cells of Table 2, in the order Algorithm 4 tries them.
@@ -98,6 +98,7 @@ class _Piece:
 
 class MnrtStrategy(Strategy):
     name = "mnrt"
+    scales_out = True
     reference = "paper 000 §4.3 Algorithm 4 (MNRT), Table 2"
     param_schema = {
         "unload_priority": {

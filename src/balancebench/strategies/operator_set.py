@@ -58,7 +58,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from balancebench.hashing import salted_hash
+from balancebench.core.hashing import salted_hash
 from balancebench.strategies.join_architectures import (
     FirstBatch,
     JoinArchitecture,

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.hashing import home_nodes, salted_nodes
-from balancebench.operators import AGGREGATE
+from balancebench.core.hashing import home_nodes, salted_nodes
+from balancebench.core.operators import AGGREGATE
+from balancebench.core.schema import MAX_NODES
 from balancebench.strategies.base import Strategy
 
 #: Salts of the extra hash functions H2, H3, ... (H1 is F(k)).
@@ -117,16 +118,20 @@ class ChoiceSettings:
 
 
 class PkgStrategy(Strategy):
+    """The PKG family's base (pkg, dchoices, wchoices): per-tuple routers whose decisions
+    the JVM's per-sender router makes too, configured by :meth:`decision_settings`."""
+
     name = "pkg"
     reference = "Nasir et al., ICDE 2015 (paper 000 baseline PKG)"
     plans = False
     per_tuple = True
+    jvm_router = True
     operators = frozenset({AGGREGATE})
     param_schema: dict[str, dict[str, Any]] = {
         "senders": {
             "type": ["integer", "null"],
             "minimum": 1,
-            "maximum": 1024,
+            "maximum": MAX_NODES,
             "default": None,
             "description": "Upstream instances N_U, each with its own load estimates "
             "(tuple i is sent by sender i mod N_U); null = the run's n_senders (the "

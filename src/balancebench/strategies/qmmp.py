@@ -41,6 +41,7 @@ def unload_in_order(load: np.ndarray, chi: float) -> np.ndarray:
 
 class QmmpStrategy(Strategy):
     name = "qmmp"
+    scales_out = True
     reference = "paper 000 §4.2 Algorithm 3 (QMMP)"
 
     def _rebalance(self, view: PlanView) -> Delta:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from balancebench.hashing import home_nodes
-from balancebench.metric_definitions import plan_clock
+from balancebench.core.cost_model import plan_clock
+from balancebench.core.hashing import home_nodes
 from balancebench.strategies.base import Delta, PlanView, Strategy
 
 
 class ReadjStrategy(Strategy):
     name = "readj"
+    scales_out = True
     reference = "paper 000 §2/§5 baseline Readj (Gedik, VLDBJ 2014)"
     param_schema = {
         "min_share": {
@@ -50,7 +51,7 @@ class ReadjStrategy(Strategy):
             "exclusiveMinimum": 0,
             "default": 10.0,
             "description": "Budget: CPU time per plan (s), on the plan's own clock "
-            "(balancebench.metric_definitions.plan_clock).",
+            "(balancebench.core.cost_model.plan_clock).",
         },
     }
 

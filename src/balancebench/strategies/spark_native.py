@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from balancebench.operators import OPERATORS
+from balancebench.core.operators import OPERATORS
 from balancebench.strategies.base import Strategy
 
 

@@ -59,7 +59,7 @@ dataset's times and sends the backlog at once). Packet latency runs from generat
   default ``recovery_rule = "any_listed"`` is the paper's text ("如存在节点压力低于预设恢复
   阈值, 则停止数据迁移策略": if any listed node is below the recovery level, stop the
   migration and restore the default routing) with ``recovery_queue_share``
-  [reconstructed: 0.3]; ``"all_listed"`` (strategies.md) waits until every listed node
+  [reconstructed: 0.3]; ``"all_listed"`` (a stricter reading) waits until every listed node
   is below it; ``"per_node"`` releases each listed node on its own.
 - The sink keeps per (tag, processing branch) partials (sum, count, max) and combines
   them per tag: sum of sums, sum of counts, max of maxes, mean = sum(sums)/sum(counts)
@@ -72,33 +72,22 @@ the source or sink (not on a single branch), Flink's floating buffers and buffer
 timeouts, NS-3's link layer. Table 1's grid values were lost in extraction:
 ``ALPHA_BETA_GRID`` is [reconstructed] (alpha 0.1-0.5, beta 0.1-0.7, alpha + beta <= 0.9).
 
-``plan_time_ms`` is the mean CPU time (``balancebench.metric_definitions.plan_clock``) of
+``plan_time_ms`` is the mean CPU time (``balancebench.core.cost_model.plan_clock``) of
 one decision: the detection + scoring + routing code for ``migration``, one credit-grant round for
 ``credit``. ``events`` counts SimPy events processed (``env.step`` calls).
 
-**Layout.** ``rules`` (names and the pure pieces of the strategies), ``packets`` (the
-input table), ``queues`` (queue + consumer, the M/M/1 check), ``network`` (the SimPy
-network), ``strategies`` (one class per strategy, registered in ``STRATEGIES``),
-``model`` (``BackpressureModel``: Params, metrics, run, figure).
+**Layout.** ``migration_rules`` (names and the pure pieces of the strategies),
+``packet_input`` (the input table), ``queues`` (queue + consumer, the M/M/1 check),
+``packet_network`` (the SimPy network), ``backpressure_strategies`` (one class per
+strategy, registered in ``STRATEGIES``), ``backpressure_model`` (``BackpressureModel``:
+Params, metrics, run, figure).
 """
 
 from __future__ import annotations
 
 from balancebench.models.backpressure.backpressure_model import BackpressureModel
 from balancebench.models.backpressure.backpressure_strategies import STRATEGIES
-from balancebench.models.backpressure.network import (
-    DATA_SOURCE_PAUSES,
-    SERVICE_DISTRIBUTIONS,
-    Strategy,
-)
-from balancebench.models.backpressure.packet_input import (
-    PACKET_COLUMNS,
-    SYNTHETIC_TRAFFIC,
-    load_packets,
-    synthetic_packets,
-)
-from balancebench.models.backpressure.queues import NodeQueue, consumer_process, simulate_mm1
-from balancebench.models.backpressure.rules import (
+from balancebench.models.backpressure.migration_rules import (
     ALPHA_BETA_GRID,
     BW_NORMALISATIONS,
     CREDIT,
@@ -118,6 +107,18 @@ from balancebench.models.backpressure.rules import (
     record_segment,
     released_nodes,
 )
+from balancebench.models.backpressure.packet_input import (
+    PACKET_COLUMNS,
+    SYNTHETIC_TRAFFIC,
+    load_packets,
+    synthetic_packets,
+)
+from balancebench.models.backpressure.packet_network import (
+    DATA_SOURCE_PAUSES,
+    SERVICE_DISTRIBUTIONS,
+    Strategy,
+)
+from balancebench.models.backpressure.queues import NodeQueue, consumer_process, simulate_mm1
 
 __all__ = [
     "ALPHA_BETA_GRID",

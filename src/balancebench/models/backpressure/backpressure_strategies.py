@@ -1,5 +1,5 @@
 """Paper 003's two strategies, one class each, registered in ``STRATEGIES`` (name ->
-object; ``BackpressureModel.strategies`` is its keys). Each is a ``network.Strategy``:
+object; ``BackpressureModel.strategies`` is its keys). Each is a ``packet_network.Strategy``:
 what the network asks of a strategy is declared there, beside the network, so this
 module imports the network and not the other way round.
 """
@@ -11,9 +11,8 @@ from typing import Any, ClassVar
 
 import simpy
 
-from balancebench.metric_definitions import plan_clock
-from balancebench.models.backpressure.network import Network, Strategy
-from balancebench.models.backpressure.rules import (
+from balancebench.core.cost_model import plan_clock
+from balancebench.models.backpressure.migration_rules import (
     CREDIT,
     MIGRATION,
     branch_scores,
@@ -21,6 +20,7 @@ from balancebench.models.backpressure.rules import (
     migration_routes,
     released_nodes,
 )
+from balancebench.models.backpressure.packet_network import Network, Strategy
 
 
 class CreditStrategy:

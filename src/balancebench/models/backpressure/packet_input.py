@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.lazy import lazy_module
+from balancebench.core.lazy import lazy_module
 
 # Loaded on first use: the model registry and its Params are read without it (lazy.py).
 pd = lazy_module("pandas")

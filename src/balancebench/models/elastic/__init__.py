@@ -87,11 +87,12 @@ UIT=0.05`` **[interpreted]**; nor the query's window: ``window_s=10, slide_s=2``
 
 Code
 ----
-``inputs`` (the phone stream and its bucket shares), ``rules`` (the paper's rules as pure
-functions), ``strategies`` (one ``ElasticStrategy`` per strategy, registered by name in
-``STRATEGIES``), ``simulation`` (the time-stepped model and its controller), ``protocol``
-(the tuple-level protocol simulation), ``model`` (``ElasticModel``: params, metrics,
-``run``, figure). This package re-exports the names used outside it.
+``phone_buckets`` (the phone stream and its bucket shares), ``reconfiguration_rules``
+(the paper's rules as pure functions), ``elastic_strategies`` (one ``ElasticStrategy``
+per strategy, registered by name in ``STRATEGIES``), ``time_steps`` (the time-stepped
+model and its controller), ``protocol`` (the tuple-level protocol simulation),
+``elastic_model`` (``ElasticModel``: params, metrics, ``run``, figure). This package
+re-exports the names used outside it.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ from balancebench.models.elastic.elastic_strategies import (
     STRATEGIES,
     ElasticStrategy,
 )
-from balancebench.models.elastic.inputs import (
+from balancebench.models.elastic.phone_buckets import (
     PHONE_KEYS,
     SAMPLE_SCHEDULES,
     PhoneInput,
@@ -114,7 +115,7 @@ from balancebench.models.elastic.protocol import (
     reference_windowed_count,
     simulate_windowed_count,
 )
-from balancebench.models.elastic.rules import (
+from balancebench.models.elastic.reconfiguration_rules import (
     PROTOCOLS,
     mixture_quantiles,
     new_node_count,
@@ -124,7 +125,7 @@ from balancebench.models.elastic.rules import (
     state_transfer_s,
     window_protocol_times,
 )
-from balancebench.models.elastic.simulation import (
+from balancebench.models.elastic.time_steps import (
     BALANCE_MAX_MOVES,
     MIN_SOJOURN_RATE_SHARE,
     ElasticConfig,

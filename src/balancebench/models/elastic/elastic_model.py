@@ -7,18 +7,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.core.schema import integer_spec, number_spec
+from balancebench.models.contract import Model, ModelPoint, ModelResult
 from balancebench.models.elastic.elastic_strategies import STRATEGIES
-from balancebench.models.elastic.inputs import (
+from balancebench.models.elastic.phone_buckets import (
     SAMPLE_SCHEDULES,
     PhoneInput,
     read_phone_stream,
     sample_phone_stream,
     step_bucket_shares,
 )
-from balancebench.models.elastic.rules import EPS, PROTOCOLS
-from balancebench.models.elastic.simulation import ElasticConfig, ElasticRun, simulate_elastic
-from balancebench.schema import integer_spec, number_spec
+from balancebench.models.elastic.reconfiguration_rules import EPS, PROTOCOLS
+from balancebench.models.elastic.time_steps import ElasticConfig, ElasticRun, simulate_elastic
 
 
 class ElasticModel(Model):
@@ -225,7 +225,7 @@ class ElasticModel(Model):
         "backlog_tuples_max": "Max over periods of backlog_tuples (tuples).",
         "plan_time_ms": "Mean CPU time of one controller decision (new-configuration rule, "
         "provision/offload, BalanceLoad), the thread's "
-        "(balancebench.metric_definitions.plan_clock), ms; 0 for elastic_static.",
+        "(balancebench.core.cost_model.plan_clock), ms; 0 for elastic_static.",
         "latency_p50_s": "Median tuple sojourn (M/M/1 per node and period, shifted by the fluid "
         "backlog wait; buffered tuples add half the transfer), simulated s.",
         "latency_p95_s": "95th percentile of the same sojourn, simulated s.",

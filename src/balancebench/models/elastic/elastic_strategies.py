@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from balancebench.models.elastic.rules import offload_buckets, provision_by_count
+from balancebench.models.elastic.reconfiguration_rules import offload_buckets, provision_by_count
 
 
 @dataclass(frozen=True)

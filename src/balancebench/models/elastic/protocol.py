@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from balancebench.models.elastic.rules import PROTOCOLS, state_transfer_s
-from balancebench.routing_table import BucketMap
+from balancebench.core.routing_table import BucketMap
+from balancebench.models.elastic.reconfiguration_rules import PROTOCOLS, state_transfer_s
 
 _TICKS_PER_S = 1_000_000
 _FAR = 1 << 62

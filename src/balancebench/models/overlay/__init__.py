@@ -102,36 +102,20 @@ per period; ``load_spread_across_hosts`` = the std over hosts of host load per p
 out of each host, as a share of its capacity, averaged over hosts) per round.
 ``events`` = messages + moves + host-period updates.
 
-Layout: ``inputs`` (source rates, operator chains), ``network`` (subnets, delays, landmarks,
-Hilbert ring ids), ``ktree`` (the k-ary tree and ``Lbar``), ``strategies`` (the decision rules
-and ``STRATEGIES``, strategy name -> object), ``simulation`` (the periods),
-``model`` (:class:`OverlayModel`: Params, metrics, run, figure). The public names of all of
+Layout: ``source_chains`` (source rates, operator chains), ``topology`` (subnets, delays,
+landmarks, Hilbert ring ids), ``ktree`` (the k-ary tree and ``Lbar``),
+``overlay_strategies`` (the decision rules and ``STRATEGIES``, strategy name -> object),
+``periods`` (the periods), ``overlay_model`` (:class:`OverlayModel`: Params, metrics,
+run, figure). The public names of all of
 them are re-exported here.
 """
 
-from balancebench.models.overlay.inputs import (
-    OverlayInput,
-    build_input,
-    period_rates,
-    synthetic_onoff_phases,
-)
 from balancebench.models.overlay.ktree import (
     KaryTree,
     TreeNode,
     build_kary_tree,
     tree_aggregate,
     tree_mean_load,
-)
-from balancebench.models.overlay.network import (
-    CHORD_BITS,
-    OverlayNetwork,
-    build_network,
-    build_subnet_topology,
-    choose_landmarks,
-    hilbert_positions,
-    hilbert_ring_ids,
-    host_delay_matrix,
-    ring_distance,
 )
 from balancebench.models.overlay.overlay_model import PARAM_SCHEMA, OverlayModel
 from balancebench.models.overlay.overlay_strategies import (
@@ -155,12 +139,29 @@ from balancebench.models.overlay.overlay_strategies import (
     random_round,
     select_operators_to_move,
 )
-from balancebench.models.overlay.simulation import (
+from balancebench.models.overlay.periods import (
     load_fluctuation,
     migration_pause_s,
     pause_extra_latency_s,
     simulate_overlay,
     weighted_percentiles,
+)
+from balancebench.models.overlay.source_chains import (
+    OverlayInput,
+    build_input,
+    period_rates,
+    synthetic_onoff_phases,
+)
+from balancebench.models.overlay.topology import (
+    CHORD_BITS,
+    OverlayNetwork,
+    build_network,
+    build_subnet_topology,
+    choose_landmarks,
+    hilbert_positions,
+    hilbert_ring_ids,
+    host_delay_matrix,
+    ring_distance,
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The overlay model as a :class:`~balancebench.models.base.Model`: its Params schema,
+"""The overlay model as a :class:`~balancebench.models.contract.Model`: its Params schema,
 metric definitions, the run (network, input, initial placement, simulation) and the figure
 of paper 004's figures 1-4."""
 
@@ -8,14 +8,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from balancebench.core.cost_model import plan_clock
+from balancebench.core.schema import integer_spec, number_spec
 from balancebench.generators.common import load_manifest, read_table
-from balancebench.metric_definitions import plan_clock
-from balancebench.models.base import Model, ModelPoint, ModelResult, registered
-from balancebench.models.overlay.inputs import build_input, period_rates, synthetic_onoff_phases
-from balancebench.models.overlay.network import build_network
+from balancebench.models.contract import Model, ModelPoint, ModelResult, registered
 from balancebench.models.overlay.overlay_strategies import STRATEGIES
-from balancebench.models.overlay.simulation import simulate_overlay
-from balancebench.schema import integer_spec, number_spec
+from balancebench.models.overlay.periods import simulate_overlay
+from balancebench.models.overlay.source_chains import (
+    build_input,
+    period_rates,
+    synthetic_onoff_phases,
+)
+from balancebench.models.overlay.topology import build_network
 
 PARAM_SCHEMA: dict[str, dict[str, Any]] = {
     "nodes": integer_spec(
@@ -187,7 +191,7 @@ class OverlayModel(Model):
     param_schema: ClassVar[dict[str, dict[str, Any]]] = PARAM_SCHEMA
     metric_definitions: ClassVar[dict[str, str]] = {
         "plan_time_ms": "Mean CPU time of one balancing round's decision code (the "
-        "thread's, balancebench.metric_definitions.plan_clock), milliseconds.",
+        "thread's, balancebench.core.cost_model.plan_clock), milliseconds.",
         "latency_p50_s": "Median tuple latency (queueing + network + migration pauses along "
         "the source's chain), simulated seconds. The model computes one mean latency per "
         "(source, period) and gives it to every tuple of that cell (weight = its tuples), so "

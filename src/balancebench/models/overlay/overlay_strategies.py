@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from balancebench.models.overlay.ktree import KaryTree, tree_mean_load
-from balancebench.models.overlay.network import OverlayNetwork, ring_distance
+from balancebench.models.overlay.topology import OverlayNetwork, ring_distance
 
 #: Float slack for load comparisons (loads are shares of a host, about 0..2).
 LOAD_TOLERANCE = 1e-9

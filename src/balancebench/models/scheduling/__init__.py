@@ -86,9 +86,10 @@ into tasks by the ``tasks`` generator). With ``node_metrics = proc`` the reading
 
 Layout: ``node_readings`` (the readings and their sources), ``algorithms`` (SWPTS, round
 robin, ACTS, makespan, the optimum, the switch rule's cluster use; pure), ``stream``
-(the ad-join stream under a placement), ``inputs`` (tasks and nodes), ``strategies``
-(one placement function per strategy, registered in ``STRATEGIES``) and ``model``
-(``SchedulingModel``: Params, metrics, checks, run, figures). The public names are
+(the ad-join stream under a placement), ``tasks_and_nodes`` (tasks and nodes),
+``scheduling_strategies`` (one placement function per strategy, registered in
+``STRATEGIES``) and ``scheduling_model`` (``SchedulingModel``: Params, metrics, checks,
+run, figures). The public names are
 re-exported here.
 """
 
@@ -103,11 +104,6 @@ from balancebench.models.scheduling.algorithms import (
     node_loads,
     round_robin,
     smooth_weighted_round_robin,
-)
-from balancebench.models.scheduling.inputs import (
-    SchedulingInput,
-    input_from_dataset,
-    input_from_params,
 )
 from balancebench.models.scheduling.node_readings import (
     NodeMetrics,
@@ -137,6 +133,11 @@ from balancebench.models.scheduling.stream import (
     StreamResult,
     simulate_stream,
     stream_capacity_per_s,
+)
+from balancebench.models.scheduling.tasks_and_nodes import (
+    SchedulingInput,
+    input_from_dataset,
+    input_from_params,
 )
 
 __all__ = [

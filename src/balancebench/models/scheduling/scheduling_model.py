@@ -1,4 +1,4 @@
-"""The scheduling model (paper 002) as a :class:`~balancebench.models.base.Model`: its
+"""The scheduling model (paper 002) as a :class:`~balancebench.models.contract.Model`: its
 Params schema, metric definitions, parameter checks, one run and the two figures. The
 specification is the docstring of :mod:`balancebench.models.scheduling`."""
 
@@ -9,19 +9,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from balancebench.core.cost_model import plan_clock
+from balancebench.core.schema import number_spec
 from balancebench.generators.tasks import CLUSTERS
-from balancebench.metric_definitions import plan_clock
-from balancebench.models.base import Model, ModelPoint, ModelResult
+from balancebench.models.contract import Model, ModelPoint, ModelResult
 from balancebench.models.scheduling.algorithms import (
     brute_force_optimum,
     makespan,
     node_loads,
     round_robin,
-)
-from balancebench.models.scheduling.inputs import (
-    SchedulingInput,
-    input_from_dataset,
-    input_from_params,
 )
 from balancebench.models.scheduling.node_readings import (
     NodeMetricsSource,
@@ -30,7 +26,11 @@ from balancebench.models.scheduling.node_readings import (
 )
 from balancebench.models.scheduling.scheduling_strategies import STRATEGIES
 from balancebench.models.scheduling.stream import simulate_stream, stream_capacity_per_s
-from balancebench.schema import number_spec
+from balancebench.models.scheduling.tasks_and_nodes import (
+    SchedulingInput,
+    input_from_dataset,
+    input_from_params,
+)
 
 #: A run reports ``optimum_runtime_s`` only up to this many assignments (stays cheap).
 RUN_OPTIMUM_LIMIT = 1 << 16
@@ -243,8 +243,8 @@ class SchedulingModel(Model):
     }
     metric_definitions: ClassVar[dict[str, str]] = {
         "plan_time_ms": "CPU time of the strategy's decision code (effective weights, "
-        "placement, switch rule; ACTS when used), the thread's (balancebench.metric_definitions."
-        "plan_clock), milliseconds.",
+        "placement, switch rule; ACTS when used), the thread's "
+        "(balancebench.core.cost_model.plan_clock), milliseconds.",
         "latency_p50_s": "Median over stream events of handleTime - windowStart (simulated s).",
         "latency_p95_s": "95th percentile of the same latency (simulated s).",
         "latency_p99_s": "99th percentile of the same latency (simulated s).",
