@@ -1,6 +1,5 @@
 """``benchmarks/harness_cpu.py`` reads CPU from ``/proc``: what it charges a thread."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -9,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux /proc")
@@ -16,12 +17,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Li
 
 @pytest.fixture(scope="module")
 def harness_cpu():
-    spec = importlib.util.spec_from_file_location(
-        "harness_cpu", ROOT / "benchmarks" / "harness_cpu.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("harness_cpu")
 
 
 def _reaped_child_burns_cpu() -> None:

@@ -6,12 +6,12 @@ The functions are ``benchmarks/package_shape.py``'s, which prints the same figur
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 import balancebench
+from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(balancebench.__file__).parents[1]
@@ -19,12 +19,7 @@ SRC = Path(balancebench.__file__).parents[1]
 
 @pytest.fixture(scope="module")
 def shape():
-    spec = importlib.util.spec_from_file_location(
-        "package_shape", ROOT / "benchmarks" / "package_shape.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("package_shape")
 
 
 def test_no_module_imports_from_a_layer_above_its_own(shape):

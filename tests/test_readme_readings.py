@@ -10,26 +10,19 @@ the one statistics function's verdict on the rounds says so.
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def readings():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "readme_readings", ROOT / "benchmarks" / "readme_readings.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("readme_readings")
 
 
 def test_every_readme_reading_is_what_the_committed_tables_give(readings):

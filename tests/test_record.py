@@ -3,21 +3,19 @@ succeeds, with its command, date, commit and wall time; its arguments never reac
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def recorder():
-    spec = importlib.util.spec_from_file_location("record", ROOT / "benchmarks" / "record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("record")
 
 
 def test_a_record_holds_what_the_command_printed_between_its_header_and_wall(recorder, tmp_path):
