@@ -291,6 +291,11 @@ def _mlflow_page(browser, service):
     return context.new_page()
 
 
+def _banner_mlflow_link(service) -> str:
+    """The MLflow UI address ``make airflow``'s banner prints."""
+    return re.search(r"^MLflow UI:\s+(\S+)", service["banner"], re.M).group(1)
+
+
 def _field(dialog, param: str):
     """A Param's field in the trigger form, its section opened (the form shows at most
     one section at a time)."""
@@ -624,7 +629,7 @@ def test_the_verdict_leads_the_run_note_and_mlflow_within_two_clicks(service, sw
     leads with the verdict line and ends with the MLflow link; that link opens the parent
     run, whose description leads with the same verdict; from MLflow's experiment list the
     description is two clicks away (experiment, parent); the runs table the printed
-    experiment link opens shows the verdict columns. Screenshots of each page go to the
+    experiment link opens shows the ratio columns. Screenshots of each page go to the
     service folder."""
     from playwright.sync_api import sync_playwright
 
@@ -638,6 +643,7 @@ def test_the_verdict_leads_the_run_note_and_mlflow_within_two_clicks(service, sw
         [exp.experiment_id], filter_string="tags.`balancebench.role` = 'parent'"
     ).iloc[0]
     assert link == tracking.ui_link(exp.experiment_id, parent["run_id"])
+    shown = verdict_line.splitlines()[0][:40]  # what a page shows of the first line
     folder = service["folder"]
     with sync_playwright() as p:
         browser = _chromium(p)
@@ -645,19 +651,19 @@ def test_the_verdict_leads_the_run_note_and_mlflow_within_two_clicks(service, sw
         airflow.goto(f"{service['api']}/dags/balance_experiment/runs/{run['dag_run_id']}")
         # The note's first line shows in the run's header (the whole note, with the
         # link, opens from it).
-        airflow.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
+        airflow.get_by_text(shown).first.wait_for(timeout=60_000)
         airflow.screenshot(path=str(folder / "airflow-run-note.png"))
         page = _mlflow_page(browser, service)
         page.goto(link)
-        page.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
+        page.get_by_text(shown).first.wait_for(timeout=60_000)
         page.screenshot(path=str(folder / "mlflow-parent-run.png"))
         # From the list (the banner's link, as a user opens it): click 1 the experiment,
         # click 2 the parent run.
-        page.goto(re.search(r"^MLflow UI:\s+(\S+)", service["banner"], re.M).group(1))
+        page.goto(_banner_mlflow_link(service))
         page.get_by_role("link", name=VERDICT_RUN["experiment"], exact=True).click()
         page.get_by_role("link", name=parent["tags.mlflow.runName"]).first.click()
-        page.get_by_text(verdict_line.splitlines()[0][:40]).first.wait_for(timeout=60_000)
-        # The printed experiment link: the verdict columns beside each run's description.
+        page.get_by_text(shown).first.wait_for(timeout=60_000)
+        # The printed experiment link: the ratio columns beside each run's description.
         page.goto(tracking.ui_link(exp.experiment_id))
         page.get_by_role("link", name=parent["tags.mlflow.runName"]).first.wait_for(timeout=60_000)
         headers = page.inner_text("body")
@@ -675,7 +681,7 @@ def test_the_banners_mlflow_link_leads_through_the_experiment_list_to_a_runs_tab
     overview (which it opens by default for a browser that has not chosen)."""
     from playwright.sync_api import sync_playwright
 
-    link = re.search(r"^MLflow UI:\s+(\S+)", service["banner"], re.M).group(1)
+    link = _banner_mlflow_link(service)
     assert link.startswith("http://127.0.0.1:")
     mlflow = tracking.store()
     exp = mlflow.get_experiment_by_name(MANUAL["experiment"])

@@ -19,11 +19,12 @@ from balancebench.core import cost_model
 from balancebench.core.metric_definitions import figure_words
 from balancebench.experiment.compare import BATCH_PREFIX, headline_metrics
 from balancebench.experiment.rounds import RoundPolicy, Rounds, verdict_lines
-from balancebench.experiment.run_spec import (
-    ROUND_PREFIX,
-)
+from balancebench.experiment.run_spec import ROUND_PREFIX
 from balancebench.experiment.streams import ReplayStream
 from balancebench.state import tracking
+
+#: The prefix of every progress line a run prints to its task log.
+PROGRESS = "[balancebench progress]"
 
 
 def event_times(stream: ReplayStream) -> np.ndarray:
@@ -202,9 +203,6 @@ def report_round(label: str = "") -> Callable[[Rounds], None]:
                 print(f"{PROGRESS} {label}{text}", flush=True)
 
     return report
-
-
-PROGRESS = "[balancebench progress]"
 
 
 def log_batch(result: Any, label: str, n_batches: int, bandwidth_mb_per_s: float | None) -> None:

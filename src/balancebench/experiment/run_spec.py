@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from balancebench.experiment.params import ExperimentSpec
-from balancebench.experiment.rounds import (
-    RoundPolicy,
-)
+from balancebench.experiment.rounds import RoundPolicy
 from balancebench.state import tracking
 
 

@@ -16,9 +16,7 @@ from pyspark.sql import functions as F
 
 from balancebench.core.hashing import FRACTION_UNITS
 from balancebench.spark.loop import release
-from balancebench.spark.routers import (
-    KEEPS,
-)
+from balancebench.spark.routers import KEEPS
 
 #: Salt of the tuple-id hash that picks which stored tuples of a part migrate (distinct
 #: from the storage-routing salt, so migration does not follow storage decisions).

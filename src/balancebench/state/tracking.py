@@ -584,7 +584,6 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 def runs_table_view() -> str:
     """The JSON of :data:`RUNS_VIEW_KEY`'s view (MLflow 3.17's ``selectedColumns`` keys:
     ``<kind>.`<name>```)."""
-
     columns = ["attributes.`Description`", "attributes.`Duration`"]
     columns += [f"metrics.`{f}_ratio{end}`" for f in VERDICT_FIGURES for end in ("", "_lo", "_hi")]
     return json.dumps({"selectedColumns": columns})
