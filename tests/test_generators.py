@@ -105,3 +105,32 @@ def test_an_unreadable_manifest_is_regenerated(tmp_path, corrupt):
     assert m2.digest == m1.digest and m2.files == m1.files
     assert pq.read_table(d2 / m2.files[0]).num_rows == SMALL["n_tuples"]
     assert [p.name for p in d1.parent.iterdir()] == [d1.name]  # no temporary folder left
+
+
+def test_params_checked_at_the_door_are_trusted_and_the_generators_own_rules_still_run(
+    tmp_path, monkeypatch
+):
+    import balancebench.generators.common as common
+    from balancebench.experiment.run_spec import ExperimentSpec
+    from balancebench.generators import generate, generator_params
+
+    # Given Params that passed the door (defaults filled, every rule checked once)
+    spec = ExperimentSpec.checked({"workload": "topk", "n_tuples": 2000, "n_keys": 50})
+    schema_checks = []
+    real = common.check_values
+    monkeypatch.setattr(
+        common, "check_values", lambda *a, **k: schema_checks.append(a) or real(*a, **k)
+    )
+    # When the dataset is written from them, the schema is not checked again
+    folder, manifest = generate(
+        spec.dataset, tmp_path, generator_params(spec.dataset, spec), checked=True
+    )
+    assert schema_checks == [] and manifest.row_count == 2000
+    # ... and the same dataset comes from the unchecked door, which checks
+    again, _ = generate(spec.dataset, tmp_path, generator_params(spec.dataset, spec))
+    assert again == folder and len(schema_checks) == 1
+    # A generator's own rule beyond the schema runs either way
+    text = {"tasks_text_path": str(tmp_path / "missing.txt"), "tasks_sizes": [1]}
+    for checked in (True, False):
+        with pytest.raises(ValueError, match="tasks_text_path"):
+            generate("tasks", tmp_path, text, checked=checked)

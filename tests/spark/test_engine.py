@@ -5,7 +5,7 @@ keep results exact, and the oracle catches a lost count and a duplicated pair.""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -120,20 +120,15 @@ def test_every_workload_and_strategy_matches_plain_spark(spark, streams, workloa
             assert batches[1].node_state.sum() == so_far
 
 
-@dataclass(frozen=True)
-class _SBeforeR(Operator):
-    """A time rule that is not symmetric (no such operator is registered: it stands for
-    the next windowed join): the S tuple at most ``window_s`` before the R tuple."""
-
-    def in_window(self, t_r, t_s, window_s):
-        return None if window_s <= 0 else (t_r - t_s >= 0) & (t_r - t_s <= window_s)
+#: A time rule that is not symmetric: the S tuple at most ``window_s`` before the R tuple.
+S_BEFORE_R = Operator("s_before_r", aggregates=False, time_bounds=(-1.0, 0.0))
 
 
 @pytest.mark.parametrize("name", ["hash", "qmmp", "spark_aqe"])
 def test_a_time_rule_on_r_and_s_is_applied_to_r_and_s_whichever_side_probes(spark, streams, name):
     # Given eq5 with an asymmetric time rule (R probes S and S probes R)
     df, interval = streams["eq5"]
-    workload = replace(get_workload("eq5"), operator=_SBeforeR("s_before_r", aggregates=False))
+    workload = replace(get_workload("eq5"), operator=S_BEFORE_R)
     cfg = replace(config("eq5", interval, window_s=interval * 0.7), workload=workload)
     # When the engine or a Spark-native baseline runs it, the oracle (plain Spark SQL on
     # (R, S)) finds every batch's pairs exact

@@ -117,7 +117,7 @@ def _sides(pdf: pd.DataFrame, b: int, upto: bool = False) -> dict[str, int]:
 def test_streaming_aggregation(spark, replays, window_batches):
     config, results = _run(spark, replays, "spark_streaming", "topk", window_batches)
     pdf = replays["topk"][2]
-    windows = config.window_batches or 1
+    windows = config.window.size_batches if config.window else 1
     for r in results:
         batch = pdf[pdf["batch"] == r.batch]
         # One map task per sender (its own file of the batch): the stateful stage reads
@@ -125,9 +125,9 @@ def test_streaming_aggregation(spark, replays, window_batches):
         per_sender = batch.groupby(batch["tuple_id"] % SENDERS)["key"].nunique().sum()
         assert per_sender > batch["key"].nunique()  # the senders' partials are apart
         assert r.node_received.sum() == per_sender * windows
-        first = 0 if config.window_batches is None else r.batch - windows + 1
+        first = 0 if config.window is None else r.batch - windows + 1
         in_window = pdf[(pdf["batch"] >= first) & (pdf["batch"] <= r.batch)]
-        if config.window_batches is None:
+        if config.window is None:
             assert r.node_state.sum() == in_window["key"].nunique()
         else:  # one state row per (window, key) still open
             assert r.node_state.sum() >= in_window["key"].nunique()

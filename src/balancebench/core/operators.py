@@ -15,18 +15,20 @@ the engine, the baselines, the routers, the strategies and the oracle ask the op
   key stores one side where it is split and replicates the other to the parts) serves
   equality only; a band join's candidate keys need the other side's parts whole.
 
-- **time window** (``in_window``, ``state_horizon``, ``window_batches``): with the Param
-  ``window_s > 0`` a join pairs tuples whose event times are at most ``window_s`` apart and
-  keeps, after batch ``b``, only the tuples the next batches can still meet; an aggregation
-  counts over the last ``window_batches`` batches. The engine's node join, the Spark-native
-  baselines, Spark's streaming join and the oracle all take the condition from here
-  (through ``EngineConfig``), so they cannot disagree; the engine and the batch-query
-  baselines take the horizon too (Spark's streaming join keeps state by its own watermark,
-  a range on ``window_s`` widened for its timestamps' rounding).
+- **time window** (``slide_batches``, ``time_bounds``: data, not code): with the Param
+  ``window_s > 0`` an aggregation counts over a :class:`Window` of
+  ``ceil(window_s / interval)`` batches that slides by ``slide_batches`` (1: after every
+  batch; None: tumbling, the slide is the size); a join pairs an R and an S tuple whose
+  event times lie within :class:`TimeBounds` (``time_bounds`` in units of ``window_s``:
+  ``(-1, 1)`` is ``|t_r - t_s| <= window_s``). Everything else is derived from these two:
+  the window each batch answers and what the state may drop (``Window.first_batch``), the
+  join's condition and its state horizon (``TimeBounds.holds``, ``TimeBounds.horizon``),
+  and the range of Spark's streaming join. The engine, the Spark-native baselines and the
+  oracle all take them through ``EngineConfig``, so they cannot disagree.
 
-A new windowed join is an ``Operator`` subclass with its ``key_offsets`` (a key range) or
-its ``in_window``/``state_horizon`` (a time rule), registered in ``OPERATORS``, and a
-workload that runs it (``workloads.py``): two source files.
+A new operator is an ``Operator`` (or ``BandJoin``) with its data, registered in
+``OPERATORS``, and a workload that runs it (``workloads.py``): two source files. A key
+predicate other than equality or a band overrides ``key_offsets``.
 """
 
 from __future__ import annotations
@@ -37,10 +39,77 @@ from typing import Any, Final
 
 
 @dataclass(frozen=True)
+class Window:
+    """An aggregation's window in micro-batches, as Flink's
+    ``SlidingEventTimeWindows.of(size, slide)`` and Spark's ``window(col, size, slide)``:
+    windows start at every multiple of ``slide_batches`` (batch 0 included, earlier ones
+    too) and hold ``size_batches`` batches. After batch ``b`` the answer is the oldest
+    window still open: its counts so far (complete at its last batch; a tumbling window's
+    running count before that, as Spark's update mode shows it)."""
+
+    size_batches: int
+    slide_batches: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.slide_batches <= self.size_batches:
+            # Spark's window() refuses it too: batches between windows would count nowhere.
+            raise ValueError(
+                f"window_s: a window of {self.size_batches} batch(es) sliding by "
+                f"{self.slide_batches}; allowed: window_s of at least {self.slide_batches} "
+                "batch interval(s), the operator's slide"
+            )
+
+    def first_batch(self, b: int) -> int:
+        """The first batch of the window answered after batch ``b``: the oldest window
+        holding ``b``. Never decreases with ``b``, so nothing older is needed again: the
+        state's eviction and the streaming table's both derive from it."""
+        oldest = b - self.size_batches + 1
+        return oldest + (-oldest) % self.slide_batches
+
+
+@dataclass(frozen=True)
+class TimeBounds:
+    """A join's time condition, as Flink's ``intervalJoin(...).between(lower, upper)``:
+    an R tuple at ``t_r`` meets an S tuple at ``t_s`` when
+    ``lower_s <= t_s - t_r <= upper_s``."""
+
+    lower_s: float
+    upper_s: float
+
+    def holds(self, t_r: Any, t_s: Any) -> Any:
+        """The condition, written so that one expression serves Spark columns, numpy
+        arrays and plain numbers alike (``t_r - t_s`` is exactly ``-(t_s - t_r)``)."""
+        return (t_r - t_s <= -self.lower_s) & (t_s - t_r <= self.upper_s)
+
+    @property
+    def reach_s(self) -> float:
+        """How far back in event time a tuple of either side meets the other side."""
+        return max(self.upper_s, -self.lower_s)
+
+    def horizon(self, b: int, interval_s: float) -> float:
+        """The oldest event time a join must still hold after batch ``b``: batch
+        ``b + 1`` starts at ``(b + 1) * interval_s``, and its tuples meet nothing older
+        than :attr:`reach_s` before that (:meth:`holds`)."""
+        return (b + 1) * interval_s - self.reach_s
+
+
+@dataclass(frozen=True)
 class Operator:
     name: str
     #: Partial counts per key, answered ``(key, count)``; else a join of two sides.
     aggregates: bool
+    #: An aggregation's window slides by this many batches (None: tumbling, by its size).
+    slide_batches: int | None = 1
+    #: A join's ``(lower, upper)``, in units of the Param ``window_s``: an R tuple at
+    #: ``t_r`` meets an S tuple at ``t_s`` when ``lower <= (t_s - t_r) / window_s <= upper``.
+    time_bounds: tuple[float, float] = (-1.0, 1.0)
+
+    def __post_init__(self) -> None:
+        if self.slide_batches is not None and self.slide_batches < 1:
+            raise ValueError(f"slide_batches: {self.slide_batches}; allowed: at least 1 or None")
+        lower, upper = self.time_bounds
+        if not lower <= upper:
+            raise ValueError(f"time_bounds: {self.time_bounds}; allowed: lower <= upper")
 
     def __str__(self) -> str:
         return self.name
@@ -84,29 +153,21 @@ class Operator:
         lo, hi = self.key_offsets(band_width)
         return max(-lo, hi)
 
-    def in_window(self, t_r: Any, t_s: Any, window_s: float) -> Any:
-        """The time condition on an R and an S tuple's event times (seconds):
-        ``|t_r - t_s| <= window_s``; None when there is no window (``window_s <= 0``: the
-        whole history meets). Written without ``abs`` so that the one expression serves
-        Spark columns, numpy arrays and plain numbers alike."""
-        if window_s <= 0:
+    def window(self, interval_s: float, window_s: float) -> Window | None:
+        """An aggregation's window for batches of ``interval_s`` (None: the whole
+        history): ``ceil(window_s / interval_s)`` batches (at least one), sliding by
+        ``slide_batches``."""
+        if window_s <= 0 or not self.aggregates:
             return None
-        return (t_r - t_s <= window_s) & (t_s - t_r <= window_s)
+        size = max(1, math.ceil(window_s / interval_s - 1e-9))
+        return Window(size, size if self.slide_batches is None else self.slide_batches)
 
-    def state_horizon(self, b: int, interval_s: float, window_s: float) -> float | None:
-        """The oldest event time a join must still hold after batch ``b`` (None: the
-        whole history). Batch ``b + 1`` starts at ``(b + 1) * interval_s``, and its tuples
-        meet nothing older than ``window_s`` before that (:meth:`in_window`)."""
-        if window_s <= 0:
+    def bounds(self, window_s: float) -> TimeBounds | None:
+        """A join's time condition in seconds (None: the whole history meets)."""
+        if window_s <= 0 or self.aggregates:
             return None
-        return (b + 1) * interval_s - window_s
-
-    def window_batches(self, interval_s: float, window_s: float) -> int | None:
-        """An aggregation's window in batches: the last ``ceil(window_s / interval_s)``
-        (at least one; None = the whole history)."""
-        if window_s <= 0:
-            return None
-        return max(1, math.ceil(window_s / interval_s - 1e-9))
+        lower, upper = self.time_bounds
+        return TimeBounds(lower * window_s, upper * window_s)
 
 
 @dataclass(frozen=True)
@@ -123,6 +184,7 @@ BAND_JOIN: Final = BandJoin("band_join", aggregates=False)
 #: name -> operator: every operator a workload may run and a strategy may serve.
 OPERATORS: Final[dict[str, Operator]] = {o.name: o for o in (AGGREGATE, EQUI_JOIN, BAND_JOIN)}
 JOINS: Final[frozenset[Operator]] = frozenset(o for o in OPERATORS.values() if o.is_join)
+AGGREGATIONS: Final[frozenset[Operator]] = frozenset(o for o in OPERATORS.values() if o.aggregates)
 
 
 def names(operators: frozenset[Operator]) -> list[str]:

@@ -18,10 +18,11 @@ CLI can check a (workload, dataset, strategy) choice before any work starts.
   ``L2.quantity > 48``.
 
 Windows (``window_s``): 0 means full history (a join stores every tuple forever; an
-aggregation counts from the stream's start). A positive ``window_s`` is a sliding window
-in event time: a join pair qualifies when ``|t_r - t_s| <= window_s``; an aggregation
-answers, after each micro-batch, over the last ``ceil(window_s / interval)`` batches
-(the window slides by one batch).
+aggregation counts from the stream's start). A positive ``window_s`` is a window in event
+time, shaped by the workload's operator (``operators.Window``, ``operators.TimeBounds``):
+for every workload here, a join pair qualifies when ``|t_r - t_s| <= window_s`` and an
+aggregation answers, after each micro-batch, over the last ``ceil(window_s / interval)``
+batches (the window slides by one batch).
 """
 
 from __future__ import annotations

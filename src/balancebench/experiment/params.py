@@ -191,7 +191,8 @@ EXPERIMENT_PARAMS: dict[str, dict[str, Any]] = {
         "default": 1.0,
         "title": "Window (s of event time)",
         "description": "0 = full history. Joins: pairs within window_s of each other; "
-        "aggregations: the last ceil(window_s / batch interval) batches (paper 000: 180 s).",
+        "aggregations: the last ceil(window_s / batch interval) batches, sliding by one "
+        "batch (paper 000: 180 s).",
     },
     "band_width": {
         "type": "integer",

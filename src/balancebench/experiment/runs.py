@@ -150,7 +150,7 @@ class LoadedCell:
             from balancebench.state.paths import datasets_dir
 
             name = params.dataset
-            folder, _ = generate(name, datasets_dir(), generator_params(name, params))
+            folder, _ = generate(name, datasets_dir(), generator_params(name, params), checked=True)
             stream = build_stream(params.workload.name, folder, params)
         self.stream = stream
         self.df, self.interval_s = load_replay(

@@ -69,16 +69,27 @@ def generator_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate(
-    name: str, out_root: str | Path, params: dict[str, Any], *, full_check: bool = False
+    name: str,
+    out_root: str | Path,
+    params: dict[str, Any],
+    *,
+    full_check: bool = False,
+    checked: bool = False,
 ) -> tuple[Path, Manifest]:
     """Write (or reuse) dataset ``name``; ``params`` may hold only this generator's Params
-    (a bad or unknown one raises ``ValueError`` naming it, before anything is written).
+    (a bad or unknown one raises ``ValueError`` naming it, before anything is written;
+    ``checked``: they passed the door already and are trusted, ``common.run_generator``).
     A cached dataset is reused only when its files are the ones its manifest lists (size
     and Parquet footer; with ``full_check`` every byte: ``common.verify_dataset``)."""
     from balancebench.generators.common import run_generator
 
     return run_generator(
-        get_generator(name), out_root, params, DATASET_PARAMS, full_check=full_check
+        get_generator(name),
+        out_root,
+        params,
+        DATASET_PARAMS,
+        full_check=full_check,
+        checked=checked,
     )
 
 

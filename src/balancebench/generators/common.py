@@ -45,7 +45,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from balancebench.core.lazy import lazy_module
-from balancebench.core.schema import check_values, quoted, shown_path, terminal_safe
+from balancebench.core.schema import (
+    check_values,
+    quoted,
+    shown_path,
+    spec_defaults,
+    terminal_safe,
+)
 from balancebench.state.reaper import remove_orphaned_folders
 
 # Loaded on first use: the registry and its Param specs are read without it (lazy.py).
@@ -471,13 +477,21 @@ def run_generator(
     specs: dict[str, dict],
     *,
     full_check: bool = False,
+    checked: bool = False,
 ) -> tuple[Path, Manifest]:
     """Check the params, then write the dataset under ``out_root/<name>/<params id>``
     (reused when one is already there and proves itself, :func:`verify_dataset`; with
     ``full_check`` every byte is compared). Temporary folders of writers that are gone
-    are removed first."""
+    are removed first.
+
+    ``checked``: the values passed a door that checked them against these specs (the
+    Params of a DAG, the CLI, a sweep cell): they are trusted, their defaults filled in;
+    only the generator's own checks beyond the schema (``Generator.check``) run here."""
     mine = {k: specs[k] for k in generator.params}
-    params = check_values(mine, values, what=f"{generator.name} params")
+    if checked:
+        params = {**spec_defaults(mine), **{k: v for k, v in values.items() if k in mine}}
+    else:
+        params = check_values(mine, values, what=f"{generator.name} params")
     generator.check(params)
     params = generator.resolve(dict(params))
     remove_orphaned_folders(Path(out_root))

@@ -196,7 +196,7 @@ def exercise(strategies: tuple[str, ...] = EXERCISED) -> None:
         }
     )
     dataset = params["dataset"]
-    folder, _ = generate(dataset, datasets_dir(), generator_params(dataset, params))
+    folder, _ = generate(dataset, datasets_dir(), generator_params(dataset, params), checked=True)
     cells = tuple(RunSpec(str(folder), name, params) for name in strategies)
     group = GroupSpec("exercise", cells, RoundPolicy(1, 1), str(local_dir() / "exercise"))
     for record in run_groups([group]):

@@ -170,7 +170,9 @@ def _open_parent(
     digest and attach its manifest; returns (dataset_dir, manifest, parent_run_id). The
     experiment is found (or refused: deleted in MLflow) before the dataset's work."""
     tracking.ensure_experiment(p["experiment"])
-    dataset_dir, manifest = generate(dataset, datasets_dir(), generator_params(dataset, p))
+    dataset_dir, manifest = generate(
+        dataset, datasets_dir(), generator_params(dataset, p), checked=True
+    )
     parent = tracking.start_parent_run(
         p["experiment"], logged_params, dag_id, run_id, manifest.digest, run_name, description
     )
@@ -184,7 +186,7 @@ def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> d
     dataset, and open an MLflow run (role ``dataset``) carrying its params and manifest."""
     p = validate_dataset_params(params)
     dataset_dir, manifest = generate(
-        p["dataset"], datasets_dir(), generator_params(p["dataset"], p)
+        p["dataset"], datasets_dir(), generator_params(p["dataset"], p), checked=True
     )
     run = tracking.start_dataset_run(p["experiment"], p, dag_id, run_id, dataset_dir, manifest)
     datasets = {p["dataset"]: Dataset.of(dataset_dir, manifest)}

@@ -76,7 +76,7 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         key = _dataset_key(spec)
         if key not in datasets:
             folder, manifest = generate(
-                spec.dataset, datasets_dir(), generator_params(spec.dataset, spec)
+                spec.dataset, datasets_dir(), generator_params(spec.dataset, spec), checked=True
             )
             datasets[key] = Dataset.of(folder, manifest)
     grid = p["grid"]

@@ -24,19 +24,21 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   application's later runs of the same configuration reuse it). The batch's group may
   also run small jobs (broadcasting a routing table or a migration's segments, a
   layout's first look at the batch), charged as routing work (``rest_task_metrics.batch_work``).
-- **State lives on its node across batches**, with the same partitioning. A join's
-  stored tuples are kept in *pieces* of one side each, written once (a probe scans only
-  the other side's pieces): a batch's stored rows are the rows its node stage received;
-  a window join drops a piece once all its tuples are older than ``window_s`` and
-  ignores older rows of a kept piece. Each side's pieces are merged like a binary
-  counter (``merge_pieces``), inside the node stage that reads them next, so a node
-  scans O(log batches) pieces, not one per batch. An aggregation's state is its partial
-  counts (one row per node, key and age inside a window: the batches since they were
-  counted, older ones dropped; one running count per node and key for full history),
-  rewritten by each batch's node stage. Ages, not batch numbers: nothing in the stages'
-  code changes from batch to batch, so Spark's generated classes are reused (a literal
-  batch number made it generate new ones every batch, which the first tasks ran before
-  the JVM had compiled them).
+- **State lives on its node across batches**, with the same partitioning. A join's stored
+  tuples are kept in *pieces* of one side each, written once (a probe scans only the
+  other side's pieces): a batch's stored rows are the rows its node stage received; a
+  window join drops a piece once all its tuples are older than its time bounds reach
+  (``TimeBounds.horizon``) and ignores older rows of a kept piece. Each side's pieces
+  are merged like a binary counter (``merge_pieces``), inside the node stage that reads
+  them next, so a node scans O(log batches) pieces, not one per batch. An aggregation's
+  state is its partial counts (one row per node, key and age inside a window: the
+  batches since they were counted, those older than the window's first batch dropped;
+  one running count per node and key for full history), rewritten by each batch's node
+  stage. Ages, not batch numbers: for a window that slides by one batch nothing in the
+  stages' code changes from batch to batch, so Spark's generated classes are reused (a
+  literal batch number made it generate new ones every batch, which the first tasks ran
+  before the JVM had compiled them); a wider slide changes the age bound within each
+  slide.
 - **Operator.** What a node keeps and how its node stage updates it is the node state of
   the workload's operator (``spark.node_state``: partial counts for an aggregation,
   stored tuples for a join); the engine runs the batch around it. Aggregation: each node
@@ -51,7 +53,7 @@ Execution model (a strategy run inside a Spark application, alone or among a swe
   same key for an equi-join, keys within ``band_width`` for the band join; an equi-join
   on the probe's candidate keys, ``spark.join_keys``), keeping a pair only when the
   stored tuple arrived earlier (``tuple_id`` is the arrival order) and, for a window
-  join, within ``window_s`` (``Operator.in_window``): every pair is produced exactly
+  join, within its time bounds (``TimeBounds.holds``): every pair is produced exactly
   once, by the later tuple's probe at the node storing the earlier one. The batch's
   probes are the hash table and the stored tuples stream through it, so the stored
   history is read once per batch and never sorted.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from balancebench.core.operators import TimeBounds, Window
 from balancebench.core.workloads import Workload
 
 
@@ -31,20 +32,30 @@ class EngineConfig:
     #: engine's fixed cost is not calibrated for it (the first measured run does).
     warm_up: bool = False
 
+    def __post_init__(self) -> None:
+        self.window  # noqa: B018 - a window the operator's slide cannot make is refused here
+
     @property
-    def window_batches(self) -> int | None:
-        """Aggregation window in batches (None = full history; ``Operator.window_batches``)."""
-        return self.workload.operator.window_batches(self.interval_s, self.window_s)
+    def window(self) -> Window | None:
+        """The aggregation's window (None: full history, or a join; ``Operator.window``)."""
+        return self.workload.operator.window(self.interval_s, self.window_s)
+
+    @property
+    def bounds(self) -> TimeBounds | None:
+        """The join's time bounds (None: no window, or an aggregation; ``Operator.bounds``)."""
+        return self.workload.operator.bounds(self.window_s)
 
     def first_window_batch(self, b: int) -> int:
-        """The first batch an aggregation's window holds after batch ``b`` (0: the whole
-        history)."""
-        return 0 if self.window_batches is None else b - self.window_batches + 1
+        """The first batch of the window an aggregation answers after batch ``b``
+        (``Window.first_batch``; 0: the whole history)."""
+        window = self.window
+        return 0 if window is None else window.first_batch(b)
 
     def in_window(self, t_r: Column, t_s: Column) -> Column | None:
-        """The join's time condition on two event-time columns (``Operator.in_window``;
-        None: no window)."""
-        return self.workload.operator.in_window(t_r, t_s, self.window_s)
+        """The join's time condition on R's and S's event-time columns
+        (``TimeBounds.holds``; None: no window)."""
+        bounds = self.bounds
+        return None if bounds is None else bounds.holds(t_r, t_s)
 
     def in_window_of(self, t_a: Column, t_b: Column, a_side: str | Column) -> Column | None:
         """:meth:`in_window` on tuples ``a`` and ``b`` of opposite sides, ``a`` on side
@@ -59,6 +70,7 @@ class EngineConfig:
         return self.in_window(t_r, t_s)
 
     def horizon(self, b: int) -> float | None:
-        """The oldest event time a join holds after batch ``b`` (``Operator.state_horizon``;
+        """The oldest event time a join holds after batch ``b`` (``TimeBounds.horizon``;
         None: the whole history)."""
-        return self.workload.operator.state_horizon(b, self.interval_s, self.window_s)
+        bounds = self.bounds
+        return None if bounds is None else bounds.horizon(b, self.interval_s)

@@ -19,26 +19,26 @@ the nodes. Each batch's folder is written up front (one Spark job) and renamed i
 query's folder when its turn comes (one rename: the query never sees half a batch).
 
 *Aggregation*: ``groupBy(key).count()`` in update mode; with a window,
-``groupBy(window(batch_ts, W s, 1 s), key).count()`` where ``batch_ts`` is the tuple's
-micro-batch index as seconds (so Spark's sliding windows of ``W = window_batches`` batches
-are exactly the engine's window) with a 0 s watermark on it; expired windows are
-evicted at the next trigger (no-data batches are off so each trigger is one batch's
-folder of ``senders`` files). The
-sink upserts the updated rows into a result table (what an update-mode sink does); the
-answer is its current window. Map-side partial aggregation runs before the shuffle, so
+``groupBy(window(batch_ts, W s, L s), key).count()`` where ``batch_ts`` is the tuple's
+micro-batch index as seconds (so Spark's windows of ``W`` batches sliding by ``L``, the
+operator's ``Window``, are exactly the engine's window) with a 0 s watermark on it;
+expired windows are evicted at the next trigger (no-data batches are off so each trigger
+is one batch's folder of ``senders`` files). The sink upserts the updated rows into a
+result table (what an update-mode sink does); the answer is the window
+``Window.first_batch`` names. Map-side partial aggregation runs before the shuffle, so
 the stateful stage reads partial counts (one per key and map task, per window for a
 sliding window), not tuples. *Join*: stream-stream inner join of R and S on the key,
 append mode, the trigger's output = the new pairs. A window join adds 1 ms watermarks on
 both sides' event times (micro-second timestamps of ``event_time_s``, shifted by 1 s:
 Spark's first watermark is 0 and a join drops a row at it as late), the time-range
-condition ``|t_r - t_s| <= window_s`` (widened by 2 us for the timestamp rounding, the
-exact condition on the doubles is applied too) so Spark evicts expired state; full
+condition of the operator's ``TimeBounds`` (widened by 2 us for the timestamp rounding,
+the exact condition on the doubles is applied too) so Spark evicts expired state; full
 history has no watermark and the state grows. *Band join*: Spark rejects a stream-stream
 join without an equality predicate, so the side with fewer tuples overall is exploded
-into its ``2w + 1`` candidate keys and equi-joined (the engine's rewrite); its state holds
-the exploded rows. *State per node*: rows of the operator's state store per partition
-after the trigger, read with Spark's ``statestore`` data source (join: both sides' value
-rows; aggregation: one row per key, or per window and key).
+into its ``2w + 1`` candidate keys and equi-joined (the engine's rewrite); its state
+holds the exploded rows. *State per node*: rows of the operator's state store per
+partition after the trigger, read with Spark's ``statestore`` data source (join: both
+sides' value rows; aggregation: one row per key, or per window and key).
 
 """
 
@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from balancebench.spark.join_keys import candidate_keys
@@ -75,6 +75,14 @@ STATE_STORE_PROVIDERS = {
 
 #: Added to every event time's microseconds before it becomes a join's watermark column.
 EPOCH_SHIFT_US = 1_000_000
+
+
+def _plus_micros(ts: Column, micros: int) -> Column:
+    """``ts`` shifted by a whole number of microseconds, either sign (an interval
+    literal: the range Spark's join reads to drop state)."""
+    if micros >= 0:
+        return ts + F.expr(f"INTERVAL {micros} MICROSECONDS")
+    return ts - F.expr(f"INTERVAL {-micros} MICROSECONDS")
 
 
 class StreamingRunner(Baseline):
@@ -126,14 +134,15 @@ class StreamingRunner(Baseline):
             .parquet(str(self.inbox / "*"))  # one folder per batch
         )
         if self.op.aggregates:
-            windows = cfg.window_batches
-            if windows is None:
+            window = cfg.window
+            if window is None:
                 out = src.groupBy("key").count()
             else:
+                size, slide = f"{window.size_batches} seconds", f"{window.slide_batches} seconds"
                 out = (
                     src.withColumn("_bt", F.timestamp_seconds(F.col("batch")))
                     .withWatermark("_bt", "0 seconds")
-                    .groupBy(F.window("_bt", f"{windows} seconds", "1 second"), "key")
+                    .groupBy(F.window("_bt", size, slide), "key")
                     .count()
                     .select(F.unix_seconds(F.col("window.start")).alias("_wstart"), "key", "count")
                 )
@@ -164,7 +173,7 @@ class StreamingRunner(Baseline):
                 k.alias(f"{p}_k"),
                 F.col("event_time_s").alias(f"{p}_t"),
             ]
-            if cfg.window_s > 0:
+            if cfg.bounds is not None:
                 # Shifted by one second: Spark's first watermark is 0 and a join drops a row
                 # at or below the watermark as late, so a tuple in the stream's first
                 # microsecond (timestamp 0) lost its pairs (measured: band, window 1 s,
@@ -176,16 +185,18 @@ class StreamingRunner(Baseline):
 
         r, s = side("R"), side("S")
         cond = F.col("r_k") == F.col("s_k")
-        in_window = cfg.in_window(F.col("r_t"), F.col("s_t"))
-        if in_window is not None:
+        bounds = cfg.bounds
+        if bounds is not None:
             # The same range on the watermarked timestamps, widened by 2 us for their
-            # rounding: it is what lets Spark drop state; the exact rule is in_window.
-            slack = F.expr(f"INTERVAL {int(cfg.window_s * 1e6) + 2} MICROSECONDS")
+            # rounding: it is what lets Spark drop state; the exact rule is bounds.holds.
+            # lower <= t_s - t_r <= upper is s_t - upper <= r_t <= s_t - lower.
+            up = int(bounds.upper_s * 1e6) + 2
+            down = int(-bounds.lower_s * 1e6) + 2
             cond = (
                 cond
-                & (F.col("r_et") >= F.col("s_et") - slack)
-                & (F.col("r_et") <= F.col("s_et") + slack)
-                & in_window
+                & (F.col("r_et") >= _plus_micros(F.col("s_et"), -up))
+                & (F.col("r_et") <= _plus_micros(F.col("s_et"), down))
+                & bounds.holds(F.col("r_t"), F.col("s_t"))
             )
         return r.join(s, cond).select("r_id", "s_id")
 
@@ -291,13 +302,13 @@ class StreamingRunner(Baseline):
         trigger's updated rows into the result table."""
         if not self.op.aggregates:
             return output
-        windows = self.config.window_batches
-        if windows is None:
+        if self.config.window is None:
             updates = output.withColumn("_wstart", F.lit(0).cast("bigint"))
-            current = 0
         else:
             updates = output
-            current = b - windows + 1
+        # The window answered now; older ones are closed for good (first_batch never
+        # decreases), so the table drops them.
+        current = self.config.first_window_batch(b)
         updates = updates.select("_wstart", "key", F.col("count").cast("bigint"))
         table = updates
         if self.table is not None:

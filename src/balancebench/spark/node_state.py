@@ -156,8 +156,9 @@ class PartialCounts(NodeState):
         self, b: int, routed: DataFrame, moves: Reassignment | None, calibrating: bool
     ) -> Flow:
         """Each node counts its tuples per key into its partial counts (age 0; inside a
-        window every older row ages by one batch and leaves the window at age
-        ``window_batches``; full history keeps one running count), then every key's
+        window every older row ages by one batch and leaves once it is older than the
+        window's first batch, ``Window.first_batch``; full history keeps one running
+        count), then every key's
         partials are merged at the key's home node ``F(k)``: a split key's partials travel
         there.
 
@@ -167,16 +168,17 @@ class PartialCounts(NodeState):
         state anyway. Both happen in the stages every batch runs."""
         cfg = self.host.config
         assert moves is None or moves.split is None, "re-placing every row is for joins"
-        window = cfg.window_batches
+        first = cfg.first_window_batch(b)
         rows = counted_rows(routed)
         route_partitions = partitions_of(rows)
-        # A one-batch window keeps nothing from the last batch: no state to age or move.
-        state = None if calibrating or window == 1 else self.state
-        if state is not None and window is not None:
-            # A batch older; out once the window has passed (before any row moves).
+        # A window that starts with this batch keeps nothing: no state to age or move.
+        state = None if calibrating or first == b else self.state
+        if state is not None and cfg.window is not None:
+            # A batch older; out once older than the window's first batch (before any
+            # row moves).
             aged = (F.col("age") + 1).alias("age")
             state = state.select("_surrogate", "node", "key", aged, "count")
-            state = state.where(F.col("age") < window)
+            state = state.where(F.col("age") <= b - first)
         if moves is not None and state is not None:
             state, arrived = split_counts(self.host.spark, state, moves)
             rows = rows.unionByName(

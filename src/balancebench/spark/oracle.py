@@ -109,8 +109,8 @@ def reference(stream: DataFrame, config: Any, b: int) -> Reference:
         config.workload.operator,
         _is_topk(config),
         config.top_k,
-        config.window_batches,
-        config.window_s,
+        config.window,
+        config.bounds,
         config.band_width,
         b,
     )

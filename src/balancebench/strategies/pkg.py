@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from balancebench.core.hashing import home_nodes, salted_nodes
-from balancebench.core.operators import AGGREGATE
+from balancebench.core.operators import AGGREGATIONS
 from balancebench.core.schema import MAX_NODES
 from balancebench.strategies.base import Strategy
 
@@ -126,7 +126,7 @@ class PkgStrategy(Strategy):
     plans = False
     per_tuple = True
     jvm_router = True
-    operators = frozenset({AGGREGATE})
+    operators = AGGREGATIONS
     param_schema: dict[str, dict[str, Any]] = {
         "senders": {
             "type": ["integer", "null"],

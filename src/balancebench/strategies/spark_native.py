@@ -33,11 +33,11 @@ class _SparkNative(Strategy):
 class SparkStreaming(_SparkNative):
     """Spark Structured Streaming's stateful operator, the direct streaming peer.
 
-    Aggregation: ``groupBy(key).count()`` in update mode (full history), or over a sliding
-    event-time ``window`` of ``window_batches`` batches sliding by one batch with a
-    watermark (each tuple's event time is its micro-batch index, so Spark's windows are
-    exactly the engine's). Join: stream-stream inner join of R and S on the key; a window
-    join adds watermarks on both sides and the time-range condition so Spark evicts
+    Aggregation: ``groupBy(key).count()`` in update mode (full history), or over an
+    event-time ``window`` of the operator's size and slide in batches with a watermark
+    (each tuple's event time is its micro-batch index, so Spark's windows are exactly the
+    engine's). Join: stream-stream inner join of R and S on the key; a window join adds
+    watermarks on both sides and the operator's time range as the condition so Spark evicts
     expired state; full history keeps all state. State store: hash-partitioned by key on
     ``n_nodes`` partitions; ``state_store`` picks Spark's provider.
     """
