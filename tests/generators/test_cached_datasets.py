@@ -80,19 +80,16 @@ def test_an_untouched_dataset_is_reused_and_said_so_in_words(tmp_path, capsys):
     assert capsys.readouterr().err == ""  # written, not reused
     written = (mine / "events.parquet").stat().st_mtime_ns
     _stream(tmp_path, 47)
-    generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, full_check=True)
     said = capsys.readouterr().err
     assert _only_reused(said)
     assert said.splitlines() == [
         f"dataset {mine}: reused, 20,000 rows written earlier with these params (checked: "
-        + what
-        + ")"
-        for what in ("its files' sizes and footers", "every byte")
+        "every byte's sha256)"
     ]
     assert (mine / "events.parquet").stat().st_mtime_ns == written
 
 
-def test_a_changed_byte_inside_the_data_is_found_by_the_full_check(tmp_path, capsys):
+def test_a_changed_byte_inside_the_data_is_found_on_reuse(tmp_path, capsys):
     # Given a byte changed inside a data page: same size, same footer
     mine, manifest = _stream(tmp_path, 47)
     path = mine / "events.parquet"
@@ -101,12 +98,54 @@ def test_a_changed_byte_inside_the_data_is_found_by_the_full_check(tmp_path, cap
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    # the fast check does not read the data pages; the full check does
-    _stream(tmp_path, 47)
-    assert _only_reused(capsys.readouterr().err)
-    generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, full_check=True)
-    assert "events.parquet's bytes are not the ones its manifest keeps" in capsys.readouterr().err
+    # When the dataset is used again, the change is found, said, and written over
+    said = []
+    generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, say=said.append)
+    assert said == [
+        f"dataset {mine}: events.parquet's bytes are not the ones its manifest keeps "
+        "(sha256); writing it again"
+    ]
     assert file_sha256(path) == load_manifest(mine).file_facts["events.parquet"]["sha256"]
+
+
+@pytest.mark.parametrize("outside", ["../outside/events.parquet", "/etc/hostname", "link"])
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused(tmp_path, outside):
+    # Given a dataset whose manifest names a file outside its folder (a path, or a link
+    # inside the folder that points out of it)
+    mine, _ = _stream(tmp_path, 47)
+    stranger = tmp_path / "outside"
+    stranger.mkdir()
+    shutil.copyfile(mine / "events.parquet", stranger / "events.parquet")
+    (mine / "link").symlink_to(stranger / "events.parquet")
+    data = json.loads((mine / MANIFEST).read_text())
+    data["files"] = [outside]
+    data["tables"]["events"]["files"] = [outside]
+    data["file_facts"] = {outside: data["file_facts"]["events.parquet"]}
+    (mine / MANIFEST).write_text(json.dumps(data))
+    # Then reading it is refused in one line naming the path
+    with pytest.raises(ValueError, match="which is not a file inside the dataset folder"):
+        load_manifest(mine)
+    # ... and the cache writes the dataset again instead of reading through it
+    said = []
+    again, manifest = generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, say=said.append)
+    assert len(said) == 1 and "not a file inside the dataset folder" in said[0]
+    assert "writing it again" in said[0] and manifest.files == ["events.parquet"]
+
+
+def test_a_file_in_the_dataset_folders_place_is_said_and_nothing_hidden_is_left(
+    tmp_path,
+):
+    mine, _ = _stream(tmp_path, 47)
+    shutil.rmtree(mine)
+    mine.write_text("not a dataset")
+    said = []
+    again, _ = generate("zipf_stream", tmp_path, {**SMALL, "seed": 47}, say=said.append)
+    assert said == [
+        f"dataset {mine}: is not a dataset folder (a file or a link is in its place); "
+        "writing it again"
+    ]
+    assert again.is_dir() and (again / MANIFEST).is_file()
+    assert [p.name for p in mine.parent.iterdir()] == [mine.name]  # no hidden leftover
 
 
 def test_a_user_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):

@@ -27,6 +27,11 @@ from balancebench.state import tracking
 PROGRESS = "[balancebench progress]"
 
 
+def say_progress(line: str) -> None:
+    """``line`` as a progress line: in a task log, which ``balancebench run`` shows."""
+    print(f"{PROGRESS} {line}", flush=True)
+
+
 def event_times(stream: ReplayStream) -> np.ndarray:
     """Arrival time of every tuple of the replay stream (for latency)."""
     column = stream.columns["event_time_s"]

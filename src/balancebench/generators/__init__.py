@@ -6,6 +6,7 @@ plus ``manifest.json``; each has Great Expectations suites in ``expectations/<na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,23 +74,24 @@ def generate(
     out_root: str | Path,
     params: dict[str, Any],
     *,
-    full_check: bool = False,
     checked: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Path, Manifest]:
     """Write (or reuse) dataset ``name``; ``params`` may hold only this generator's Params
     (a bad or unknown one raises ``ValueError`` naming it, before anything is written;
     ``checked``: they passed the door already and are trusted, ``common.run_generator``).
-    A cached dataset is reused only when its files are the ones its manifest lists (size
-    and Parquet footer; with ``full_check`` every byte: ``common.verify_dataset``)."""
-    from balancebench.generators.common import run_generator
+    A cached dataset is reused only when its files are the ones its manifest lists, every
+    byte (``common.verify_dataset``); ``say`` tells the reuse or the rewrite in one line
+    (default: on stderr)."""
+    from balancebench.generators.common import run_generator, say_on_stderr
 
     return run_generator(
         get_generator(name),
         out_root,
         params,
         DATASET_PARAMS,
-        full_check=full_check,
         checked=checked,
+        say=say or say_on_stderr,
     )
 
 

@@ -6,13 +6,12 @@ into place at the end, so a failed or interrupted run never leaves a partial dat
 behind. The digest hashes table names, column names, types and values (not Parquet
 bytes), so it identifies the data whatever the writer version.
 
-A cached dataset proves itself before it is reused (:func:`verify_dataset`): the manifest
-keeps, per file, its size, the sha256 of its Parquet footer (the file metadata: every row
-group's offsets, sizes and column statistics, which any change of the data moves) and
-the sha256 of all its bytes. The fast check (every reuse) compares the size and the
-footer; the full check (``balancebench generate --full-check``) every byte. A dataset
-that fails is written again, with one line on stderr naming the file (one made from a
-user's file is read again from that file, whose sha256 its folder's id holds).
+A cached dataset proves itself before it is reused (:func:`verify_dataset`): every file its
+manifest names lies inside its folder, and the manifest keeps, per file, its size, the
+sha256 of its Parquet footer and the sha256 of all its bytes, which every reuse compares
+(cheapest first). A dataset that fails is written again, said in one line naming the
+file (on stderr, or as a progress line under ``balancebench run``; one made from a user's
+file is read again from that file, whose sha256 its folder's id holds).
 
 A generator is one small class (:class:`Generator`): the flat Params it reads (names in
 ``DATASET_PARAMS``; a name shared by several generators means the same thing in each),
@@ -115,12 +114,44 @@ def load_manifest(dataset_dir: str | Path) -> Manifest:
     except ValueError as exc:  # not UTF-8, not JSON
         raise ValueError(f"{where} is not JSON ({type(exc).__name__}); {expected}") from None
     try:
-        return Manifest(**data)
+        manifest = Manifest(**data)
     except TypeError:  # not an object, or fields missing or unknown
         raise ValueError(
             f"{where} is not a dataset manifest (a JSON {type(data).__name__} without its "
             f"fields); {expected}"
         ) from None
+    _inside(Path(dataset_dir), manifest, where)
+    return manifest
+
+
+def _named_files(manifest: Manifest) -> list[Any]:
+    """Every file name a manifest holds: its files, its tables' and its digests' keys."""
+    names = list(manifest.files) if isinstance(manifest.files, list) else [manifest.files]
+    tables = manifest.tables if isinstance(manifest.tables, dict) else {}
+    for table in tables.values():
+        names += table.get("files", []) if isinstance(table, dict) else [table]
+    facts = manifest.file_facts if isinstance(manifest.file_facts, dict) else {}
+    return names + list(facts)
+
+
+def _inside(folder: Path, manifest: Manifest, where: str) -> None:
+    """``ValueError`` unless every file the manifest names is a file name inside
+    ``folder`` (no absolute path, no ``..``, no link out of it): a dataset is what its
+    folder holds, and nothing outside it is ever read through its manifest."""
+    root = folder.resolve()
+    for name in _named_files(manifest):
+        path = Path(name) if isinstance(name, str) else None
+        if (
+            path is None
+            or not name
+            or path.is_absolute()
+            or ".." in path.parts
+            or not (root / path).resolve().is_relative_to(root)
+        ):
+            raise ValueError(
+                f"{where} names {quoted(str(name))}, which is not a file inside the dataset "
+                "folder; allowed: file names inside it, as `balancebench generate` writes them"
+            )
 
 
 #: A Parquet file ends with its footer's length (4 bytes, little-endian) and ``PAR1``.
@@ -160,10 +191,11 @@ def file_facts(path: Path) -> dict[str, Any]:
     return {"bytes": size, "footer_sha256": footer, "sha256": file_sha256(path)}
 
 
-def verify_dataset(folder: Path, manifest: Manifest, *, full: bool = False) -> str | None:
+def verify_dataset(folder: Path, manifest: Manifest) -> str | None:
     """None when every file of the dataset is the one its manifest lists; else what differs,
-    in words naming the file. Fast (``full=False``): each file's size and Parquet footer,
-    a few KiB read per file; full: every byte's sha256 as well."""
+    in words naming the file: each file's size, its Parquet footer, then every byte's
+    sha256 (a byte changed inside a data page keeps the size and the footer; measured by
+    ``benchmarks/dataset_reuse_check.py``, the sha256 is a small part of a run)."""
     if not manifest.file_facts or set(manifest.file_facts) != set(manifest.files):
         return f"its {MANIFEST} keeps no digests of its files (written before they were kept)"
     for name in manifest.files:
@@ -174,7 +206,7 @@ def verify_dataset(folder: Path, manifest: Manifest, *, full: bool = False) -> s
                 return f"{name} has {size} bytes where its manifest says {want['bytes']}"
             if hashlib.sha256(_footer(path, size)).hexdigest() != want["footer_sha256"]:
                 return f"{name}'s Parquet footer is not the one its manifest keeps"
-            if full and file_sha256(path) != want["sha256"]:
+            if file_sha256(path) != want["sha256"]:
                 return f"{name}'s bytes are not the ones its manifest keeps (sha256)"
         except OSError as exc:
             return f"{name} cannot be read ({exc.strerror or type(exc).__name__})"
@@ -256,7 +288,10 @@ def write_atomically(final_dir: Path, write: Callable[[Path], Any]) -> None:
             old = final_dir.parent / f".{final_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             final_dir.rename(old)
             tmp.rename(final_dir)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:  # a file or a link was in the dataset's place
+                old.unlink(missing_ok=True)
         else:
             tmp.rename(final_dir)
     except BaseException:
@@ -423,37 +458,36 @@ def read_table(
     return pq.ParquetDataset(files).read(columns=columns)
 
 
-def _cached(
-    generator: Generator, params: dict[str, Any], final_dir: Path, full_check: bool
-) -> Manifest | None:
+def say_on_stderr(line: str) -> None:
+    """How a dataset's reuse or rewrite is said by default: one line on stderr."""
+    print(terminal_safe(line), file=sys.stderr, flush=True)
+
+
+def _cached(params: dict[str, Any], final_dir: Path, say: Callable[[str], None]) -> Manifest | None:
     """The dataset already in ``final_dir`` when it proves itself (:func:`verify_dataset`);
-    None when there is none or it must be written again (said on stderr, naming the file).
-    One made from a user's file is written again from that file too: the folder's id holds
-    the file's sha256, which ``resolve`` has just computed, so the rewrite reads exactly
-    the bytes the cached copy was made from."""
-    if not (final_dir / MANIFEST).exists():
+    None when there is none or it must be written again, which ``say`` tells in one line
+    naming what was wrong. One made from a user's file is written again from that file
+    too: the folder's id holds the file's sha256, which ``resolve`` has just computed, so
+    the rewrite reads exactly the bytes the cached copy was made from."""
+    if not final_dir.exists() and not final_dir.is_symlink():
         return None
-    try:
-        manifest = load_manifest(final_dir)
-        problem = verify_dataset(final_dir, manifest, full=full_check)
-    except (ValueError, TypeError):  # not JSON, not a manifest, a file that is no path
-        problem = f"its {MANIFEST} cannot be read"
+    if not final_dir.is_dir() or final_dir.is_symlink():
+        problem = "is not a dataset folder (a file or a link is in its place)"
+    elif not (final_dir / MANIFEST).is_file():
+        problem = f"has no {MANIFEST}"
+    else:
+        try:
+            manifest = load_manifest(final_dir)
+            problem = verify_dataset(final_dir, manifest)
+        except (ValueError, TypeError) as exc:  # not JSON, not a manifest, a path outside
+            problem = str(exc).removeprefix("dataset_dir: ")
     if problem is None:
-        checked = "every byte" if full_check else "its files' sizes and footers"
-        print(
-            terminal_safe(
-                f"dataset {final_dir}: reused, {manifest.row_count:,} rows written earlier "
-                f"with these params (checked: {checked})"
-            ),
-            file=sys.stderr,
-            flush=True,
+        say(
+            f"dataset {final_dir}: reused, {manifest.row_count:,} rows written earlier "
+            "with these params (checked: every byte's sha256)"
         )
         return manifest
-    print(
-        terminal_safe(f"dataset {final_dir}: {problem}; writing it again"),
-        file=sys.stderr,
-        flush=True,
-    )
+    say(f"dataset {final_dir}: {problem}; writing it again")
     return None
 
 
@@ -476,13 +510,13 @@ def run_generator(
     values: dict[str, Any],
     specs: dict[str, dict],
     *,
-    full_check: bool = False,
     checked: bool = False,
+    say: Callable[[str], None] = say_on_stderr,
 ) -> tuple[Path, Manifest]:
     """Check the params, then write the dataset under ``out_root/<name>/<params id>``
-    (reused when one is already there and proves itself, :func:`verify_dataset`; with
-    ``full_check`` every byte is compared). Temporary folders of writers that are gone
-    are removed first.
+    (reused when one is already there and proves itself, :func:`verify_dataset`; ``say``
+    tells either in one line). Temporary folders of writers that are gone are removed
+    first.
 
     ``checked``: the values passed a door that checked them against these specs (the
     Params of a DAG, the CLI, a sweep cell): they are trusted, their defaults filled in;
@@ -496,7 +530,7 @@ def run_generator(
     params = generator.resolve(dict(params))
     remove_orphaned_folders(Path(out_root))
     final_dir = Path(out_root) / generator.name / params_id(generator.name, params)
-    cached = _cached(generator, params, final_dir, full_check)
+    cached = _cached(params, final_dir, say)
     if cached is not None:
         return final_dir, cached
     result: dict[str, Manifest] = {}

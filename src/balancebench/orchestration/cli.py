@@ -533,22 +533,15 @@ def generate(
     set_: list[str] = typer.Option([], "--set", help="A dataset Param, NAME=VALUE (repeatable)"),
     out: Path = typer.Option(None, help="Root folder (default .local/datasets)"),
     validate_too: bool = typer.Option(True, "--validate/--no-validate", help="Run the GX suites"),
-    full_check: bool = typer.Option(
-        False,
-        "--full-check",
-        help="Compare every byte of a cached dataset with its manifest (default: each "
-        "file's size and Parquet footer)",
-    ),
 ) -> None:
     """Write a dataset (Parquet + manifest), print its folder, and validate it. A cached
-    one is reused only when its files prove to be the ones its manifest lists."""
+    one is reused only when its files prove to be the ones its manifest lists, every
+    byte (sha256)."""
     from balancebench.generators import generate as generate_dataset
 
     root = out or datasets_dir()
     try:
-        folder, manifest = generate_dataset(
-            dataset, root, _parse_settings(set_), full_check=full_check
-        )
+        folder, manifest = generate_dataset(dataset, root, _parse_settings(set_))
     except OSError as exc:
         if exc.filename is None and storage_error(exc):  # Arrow's writes name no file
             raise OSError(exc.errno, exc.strerror, str(root)) from exc

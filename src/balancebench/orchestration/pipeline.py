@@ -33,6 +33,7 @@ from balancebench.experiment.params import (
     applicable_params,
     validate_dataset_params,
 )
+from balancebench.experiment.run_log import say_progress
 from balancebench.experiment.run_spec import GroupSpec, RunSpec
 from balancebench.experiment.validation import ValidationReport, validate_dataset
 from balancebench.generators import generate, generator_params
@@ -171,7 +172,7 @@ def _open_parent(
     experiment is found (or refused: deleted in MLflow) before the dataset's work."""
     tracking.ensure_experiment(p["experiment"])
     dataset_dir, manifest = generate(
-        dataset, datasets_dir(), generator_params(dataset, p), checked=True
+        dataset, datasets_dir(), generator_params(dataset, p), checked=True, say=say_progress
     )
     parent = tracking.start_parent_run(
         p["experiment"], logged_params, dag_id, run_id, manifest.digest, run_name, description
@@ -186,7 +187,11 @@ def generate_dataset_step(params: dict[str, Any], dag_id: str, run_id: str) -> d
     dataset, and open an MLflow run (role ``dataset``) carrying its params and manifest."""
     p = validate_dataset_params(params)
     dataset_dir, manifest = generate(
-        p["dataset"], datasets_dir(), generator_params(p["dataset"], p), checked=True
+        p["dataset"],
+        datasets_dir(),
+        generator_params(p["dataset"], p),
+        checked=True,
+        say=say_progress,
     )
     run = tracking.start_dataset_run(p["experiment"], p, dag_id, run_id, dataset_dir, manifest)
     datasets = {p["dataset"]: Dataset.of(dataset_dir, manifest)}

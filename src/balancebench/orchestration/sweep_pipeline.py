@@ -22,6 +22,7 @@ from balancebench.experiment.params import (
     ExperimentSpec,
     applicable_params,
 )
+from balancebench.experiment.run_log import say_progress
 from balancebench.experiment.run_spec import APPLICATION_TAG, GroupSpec, RunSpec
 from balancebench.experiment.validation import ValidationReport, validate_dataset
 from balancebench.generators import generate, generator_params
@@ -76,7 +77,11 @@ def sweep_generate_step(params: dict[str, Any], dag_id: str, run_id: str) -> dic
         key = _dataset_key(spec)
         if key not in datasets:
             folder, manifest = generate(
-                spec.dataset, datasets_dir(), generator_params(spec.dataset, spec), checked=True
+                spec.dataset,
+                datasets_dir(),
+                generator_params(spec.dataset, spec),
+                checked=True,
+                say=say_progress,
             )
             datasets[key] = Dataset.of(folder, manifest)
     grid = p["grid"]
@@ -336,7 +341,6 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
         verdict_rows,
     )
     from balancebench.experiment.rounds import RoundPolicy, choose_baseline
-    from balancebench.experiment.run_log import PROGRESS
     from balancebench.experiment.run_spec import (
         DATASET_RUN_INDEX_TAG,
         ROUNDS_STOPPED_TAG,
@@ -467,7 +471,7 @@ def sweep_summarize_step(generated: dict[str, Any]) -> dict[str, Any]:
     measured.insert(0, f"sweep wall time: {wall_s / 60:.1f} min for {finished} finished runs")
     measured.insert(1, _rounds_line(stopped))
     for line in measured:
-        print(f"{PROGRESS} {line}", flush=True)
+        say_progress(line)
     title = f"{_sweep_name(p)} {g.run_id} (parent run {parent[:8]})"
     # One folder per sweep, its files named as the run's description names them
     # (report.html, ...): MLflow's file tree shows them whole under report/.
