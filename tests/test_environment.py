@@ -22,6 +22,9 @@ BAD = [
     ("BALANCEBENCH_TIMED_CONCURRENCY", "0"),
     ("BALANCEBENCH_DRIVER_MEMORY", "lots"),
     ("BALANCEBENCH_DRIVER_MEMORY", "4 g"),
+    # below what a Spark driver starts with (issue 62: 1k failed 26 s later in the JVM)
+    ("BALANCEBENCH_DRIVER_MEMORY", "1k"),
+    ("BALANCEBENCH_DRIVER_MEMORY", "449m"),
     ("BALANCEBENCH_SPARK_MASTER", "bogus"),
     ("BALANCEBENCH_SPARK_MASTER", "spark://host:99999"),
     ("BALANCEBENCH_NIGHTLY_CRON", "every full moon"),
@@ -77,6 +80,7 @@ def test_good_values_and_the_defaults(monkeypatch, tmp_path):
         ("BALANCEBENCH_NIGHTLY_CRON", "30 3 * * 1-5", "30 3 * * 1-5"),
         ("BALANCEBENCH_TIMED_CONCURRENCY", "2", 2),
         ("BALANCEBENCH_DRIVER_MEMORY", "512m", "512m"),
+        ("BALANCEBENCH_DRIVER_MEMORY", "450m", "450m"),  # the floor, measured to start
         ("BALANCEBENCH_SPARK_MASTER", "spark://node-1:7077", "spark://node-1:7077"),
         ("BALANCEBENCH_MLFLOW_UI", "https://mlflow.example/", "https://mlflow.example"),
     ]:

@@ -129,6 +129,13 @@ def test_the_cluster_listens_on_loopback_only_without_the_rest_submission_api(cl
     # The master's REST submission API (6066) runs any jar it is sent, without a login.
     assert 6066 not in ports, ports
     assert only_loopback(pids) == []
+    # The door takes the real master for one (its RPC port closes on a line of HTTP),
+    # and its web UI's port for none
+    from balancebench.orchestration.local_env import check_master_answers
+
+    assert check_master_answers(cluster[0]) == cluster[0]
+    with pytest.raises(ValueError, match="answers, but as an HTTP server"):
+        check_master_answers("spark://127.0.0.1:8090")
 
 
 def test_cluster_result_equals_local(cluster, local_run, tmp_path):

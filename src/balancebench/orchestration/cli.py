@@ -28,19 +28,25 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from balancebench.core.schema import parse_json_object, quoted, terminal_safe
+from balancebench.core.schema import check_values, parse_json_object, quoted, terminal_safe
 from balancebench.experiment.cost_model_check import DEFAULT_MASTER as CHECK_MODEL_MASTER
 from balancebench.experiment.paper000_figures import FIGURES
-from balancebench.experiment.params import ExperimentSpec, check_inputs, defaults
+from balancebench.experiment.params import (
+    EXPERIMENT_PARAMS,
+    ExperimentSpec,
+    check_inputs,
+    defaults,
+)
 from balancebench.experiment.run_log import PROGRESS
 from balancebench.orchestration.local_env import (
     airflow_env,
+    check_java,
     check_master_answers,
     check_spark_master,
 )
 from balancebench.orchestration.terminal_report import console, run_report, sweep_report
 from balancebench.state import reaper, tracking
-from balancebench.state.environment import SettingError, check_environment
+from balancebench.state.environment import SettingError, check_environment, setting
 from balancebench.state.paths import (
     datasets_dir,
     exclusive_lock,
@@ -50,6 +56,7 @@ from balancebench.state.paths import (
     storage_error,
     validation_dir,
 )
+from balancebench.state.store_door import check_store, run_facts, store_fault_line
 
 app = typer.Typer(
     add_completion=False,
@@ -83,6 +90,12 @@ def _command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
                 return fn(*a, **k)
             except OSError as exc:
                 line = storage_error(exc)
+                if line is None:
+                    raise
+                console.print(terminal_safe(line), style="red", markup=False, highlight=False)
+                raise typer.Exit(1) from None
+            except Exception as exc:  # the store's own faults: one line, no traceback
+                line = store_fault_line(exc, tracking.tracking_uri())
                 if line is None:
                     raise
                 console.print(terminal_safe(line), style="red", markup=False, highlight=False)
@@ -297,13 +310,18 @@ T = TypeVar("T")
 
 
 def _at_the_door(check: Callable[[], T], spark_master: str | None, opens_store: bool = True) -> T:
-    """``check()`` (the Params) and the master URL: a bad one exits 2 before any work.
-    Then, for a command that opens the MLflow store (``opens_store``), the store's runs
-    left RUNNING by dead commands are closed (``tracking.reap_orphans``)."""
+    """``check()`` (the Params), then what the machine must provide: Java, a master URL
+    that is a Spark master, and for a command that opens the MLflow store
+    (``opens_store``) a store that can be read and written, its experiment not deleted
+    (``store_door.check_store``). Anything bad exits 2 before any work, in one line. Then
+    the store's runs left RUNNING by dead commands are closed (``tracking.reap_orphans``)."""
     try:
         params = check()
-        if spark_master is not None:
-            check_master_answers(spark_master)
+        check_java()
+        check_master_answers(spark_master or setting("BALANCEBENCH_SPARK_MASTER"))
+        if opens_store:
+            experiment = params.get("experiment") if isinstance(params, dict) else None
+            check_store(tracking.tracking_uri(), experiment)
     except ValueError as exc:
         console.print(f"[red]refused before any work:[/red] {escape(terminal_safe(str(exc)))}")
         raise typer.Exit(2) from exc
@@ -486,11 +504,43 @@ def report(
 ) -> bool:
     """Print the comparison table of a DAG run and where its results are. Exit 1 when the
     run did not finish with a table (its state and reason are printed)."""
+    _report_door(experiment, parent, sweep)
     tracking.reap_orphans()
     shown = sweep_report(sweep) if sweep is not None else run_report(experiment, parent)
     if not shown:
         raise typer.Exit(1)
     return shown
+
+
+#: An MLflow run id: 32 hexadecimal digits.
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _report_door(experiment: str, parent: str | None, sweep: str | None) -> None:
+    """``report``'s options, checked before MLflow is imported (its import and schema
+    check cost seconds of CPU): the experiment's name by its Param's rule, each run id by
+    its form, then, in the embedded store, that the runs exist, the sweep is a sweep and
+    the experiment is not deleted. A bad one exits 2 in one line."""
+    uri = tracking.tracking_uri()
+    try:
+        spec = {"experiment": EXPERIMENT_PARAMS["experiment"]}
+        check_values(spec, {"experiment": experiment}, what="report options")
+        for field, run_id in (("parent", parent), ("sweep", sweep)):
+            if run_id is not None and not _RUN_ID.fullmatch(run_id):
+                raise ValueError(
+                    f"{field}: {quoted(run_id)} is not an MLflow run id; allowed: 32 "
+                    "hexadecimal digits, as `balancebench run` prints them"
+                )
+        check_store(uri, experiment if parent is None and sweep is None else None, writes=False)
+        for field, run_id in (("parent", parent), ("sweep", sweep)):
+            facts = None if run_id is None else run_facts(uri, run_id)
+            if run_id is not None and facts is None:
+                raise ValueError(f"{field}: no run {quoted(run_id)} in {uri}")
+            if field == "sweep" and facts is not None and facts[0] and facts[1] != "sweep":
+                raise ValueError(f"sweep: run {run_id} is not a nightly_sweep parent run")
+    except ValueError as exc:
+        console.print(f"[red]refused:[/red] {escape(terminal_safe(str(exc)))}")
+        raise typer.Exit(2) from None
 
 
 @_command()

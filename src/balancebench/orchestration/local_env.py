@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,14 +48,71 @@ def check_master_answers(master: str, timeout_s: float = 3.0) -> str:
     if not master.startswith("spark://"):
         return master
     try:
-        with socket.create_connection(_master_address(master), timeout=timeout_s):
-            return master
+        with socket.create_connection(_master_address(master), timeout=timeout_s) as conn:
+            reply = _reply_to_a_stranger(conn, timeout_s)
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise ValueError(
             f"spark_master: nothing answers at {quoted(master)} ({why}); start the cluster "
             "(e.g. infra/spark-standalone.sh start) or give another master"
         ) from None
+    if reply:
+        what = "an HTTP server" if reply.startswith(b"HTTP/") else "a server of another kind"
+        raise ValueError(
+            f"spark_master: {quoted(master)} answers, but as {what}, not a Spark master (it "
+            f"replied {quoted(reply[:40].decode('ascii', 'replace'))}); give the master's RPC "
+            "address, spark://host:7077 by default (its web UI's port is another)"
+        )
+    return master
+
+
+def _reply_to_a_stranger(conn: socket.socket, timeout_s: float) -> bytes:
+    """What the server at ``conn`` sends back to a line of HTTP. A Spark master's RPC port
+    reads it as a frame of impossible length and closes without a byte (Netty's
+    ``TransportFrameDecoder``); an HTTP server, SSH or most others answer in text. The
+    door's other checks only knew that something accepted the connection (issue 62: any
+    HTTP server passed, and the run failed 102 s later)."""
+    conn.settimeout(timeout_s)
+    try:
+        conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        return conn.recv(64)
+    except (TimeoutError, ConnectionResetError, BrokenPipeError):
+        return b""
+
+
+def check_java(timeout_s: float = 30.0) -> str:
+    """The ``java`` a Spark driver will run (``JAVA_HOME``'s, else the one on ``PATH``, as
+    ``spark-class`` picks it), if it runs and is Java 17 or later (Spark 4's floor); else
+    ``ValueError`` naming what is missing. One ``java -version`` (a JVM start, about 0.1 s
+    of CPU)."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    install = (
+        "Spark 4 needs Java 17 or 21: install one (e.g. apt-get install "
+        "openjdk-17-jre-headless) and put it on PATH, or set JAVA_HOME to it"
+    )
+    if not java or not os.access(java, os.X_OK):
+        where = (
+            f"JAVA_HOME={quoted(home)} holds no bin/java"
+            if home
+            else "no `java` on PATH and JAVA_HOME is not set"
+        )
+        raise ValueError(f"java: {where}; {install}")
+    try:
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"java: {quoted(java)} does not run ({exc}); {install}") from None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
+    major = 0 if found is None else int(found[2] or 0) if found[1] == "1" else int(found[1])
+    if done.returncode != 0 or major < 17:
+        said = (done.stderr or done.stdout).strip().splitlines()[:1]
+        raise ValueError(
+            f"java: {quoted(java)} is {quoted(said[0]) if said else 'of no known version'}; "
+            + install
+        )
+    return java
 
 
 def spark_connection(master: str) -> str:

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from balancebench.core.metric_definitions import METRIC_DEFINITIONS, VERDICT_FIGURES
-from balancebench.core.schema import quoted, terminal_safe
+from balancebench.core.schema import terminal_safe
 from balancebench.state import reaper
 from balancebench.state.environment import setting
 from balancebench.state.paths import exclusive_lock, local_dir, source_root, storage_error
+from balancebench.state.store_door import ROLE_TAG, deleted_message
 
-ROLE_TAG = "balancebench.role"
 NOTE_TAG = "mlflow.note.content"  # what the MLflow UI shows as a description
 #: The MLflow 3 UI opens an experiment by its kind: without this tag it guesses the GenAI
 #: overview (traces, tokens, all "No data"); the classic kind opens on the runs table.
@@ -143,12 +143,7 @@ def ensure_experiment(name: str) -> str:
     mlflow = store()
     existing = mlflow.get_experiment_by_name(name)
     if existing is not None and existing.lifecycle_stage == "deleted":
-        raise DeletedExperiment(
-            f"experiment: {quoted(name)} was deleted in MLflow (id {existing.experiment_id}); "
-            f"restore it (`mlflow experiments restore --experiment-id "
-            f"{existing.experiment_id}`, or Restore in the UI's deleted experiments) or pick "
-            "another name"
-        )
+        raise DeletedExperiment(deleted_message(name, existing.experiment_id))
     view = {KIND_TAG: MODEL_TRAINING, SHARED_VIEW_TAG + RUNS_VIEW_KEY: runs_table_view()}
     if existing is not None:
         for key, value in view.items():
