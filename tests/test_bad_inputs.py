@@ -97,6 +97,16 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--spark-master", "spark://127.0.0.1:1"], "spark_master: nothing answers"),
     (["sweep", "--spark-master", "spark://127.0.0.1:1"], "spark_master: nothing answers"),
     (["run", "--conf", '{"n_batches": 100000}'], "max_estimated_hours"),  # ~400 h of work
+    # issue 62: the estimate and its limit in one unit that tells them apart
+    (["run", "--conf", '{"max_estimated_hours": 1e-7}'], "s = 1e-07 h"),
+    # issue 62: an empty CONF (an unset shell variable) does not start the default run
+    (["run", "--conf", ""], "CONF: empty; allowed: a JSON object of Params, '{}'"),
+    (["sweep", "--conf", " "], "CONF: empty"),
+    # issue 62: conflicting arguments are refused, naming both
+    (["figure", "3a", "--conf", '{"figure": "3b"}'], "as the argument '3a' and in CONF as '3b'"),
+    # issue 62: every rule that refuses is in the printed "allowed" (length, name in words)
+    (["run", "--conf", '{"experiment": "' + "x" * 300 + '"}'], "at most 200 characters"),
+    (["run", "--conf", '{"experiment": "café"}'], "unaccented letters A-Z and a-z"),
     (["run", "--conf", "[" * 10_000 + "]" * 10_000], "CONF"),  # RecursionError before
     (["run", "--conf", '{"a": "' + "x" * 1_000_001 + '"}'], "CONF"),
     (["run-model", "--conf", '{"model": "overlay", "model": "elastic"}'], "model"),

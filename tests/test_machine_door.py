@@ -51,7 +51,11 @@ def test_a_java_older_than_17_is_refused(tmp_path, monkeypatch):
 
 @pytest.fixture
 def a_web_server():
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    class Quiet(http.server.HTTPServer):
+        def handle_error(self, request, client_address) -> None:
+            pass  # the door hangs up after the first bytes: no traceback in the test log
+
+    server = Quiet(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[1]

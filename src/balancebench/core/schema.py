@@ -55,6 +55,12 @@ StrictValidator = validators.extend(
 
 #: What a name used for a folder or an MLflow experiment may look like (not a path).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.,:+=@-]*$"
+#: :data:`NAME_PATTERN` in words, as a refusal says it: unaccented letters only, since the
+#: name becomes a folder and a URL path on any machine.
+NAME_IN_WORDS = (
+    "a name: unaccented letters A-Z and a-z, digits, space and _.,:+=@-, starting with a "
+    "letter or digit (no '/', no leading '.')"
+)
 
 
 #: How many characters of a user's value an error message quotes.
@@ -179,8 +185,13 @@ def _json_depth(text: str) -> int:
 def parse_json_object(text: str, what: str = "CONF") -> dict[str, Any]:
     """A JSON object from user text (``CONF``, ``--conf``): NaN/Infinity, a repeated key,
     more than ``MAX_JSON_CHARS`` characters or ``MAX_JSON_DEPTH`` levels of nesting, and
-    anything that is not an object are refused with ``ValueError`` naming ``what``."""
-    text = text or "{}"
+    anything that is not an object are refused with ``ValueError`` naming ``what``. So is
+    an empty text: it is more often a shell variable left unset than a choice, and it
+    would start the full default run; ``{}`` asks for the defaults."""
+    if not (text or "").strip():
+        raise ValueError(
+            f"{what}: empty; allowed: a JSON object of Params, '{{}}' for every default"
+        )
     if len(text) > MAX_JSON_CHARS:
         raise ValueError(f"{what}: {len(text):,} characters; allowed: at most {MAX_JSON_CHARS:,}")
     depth = _json_depth(text)
@@ -211,9 +222,15 @@ def _allowed(spec: dict[str, Any]) -> str:
     if "type" in spec:
         parts.append(f"type {spec['type']}")
     if spec.get("pattern") == NAME_PATTERN:
-        parts.append("a name: letters, digits, space and _.,:+=@- (no '/', no leading '.')")
+        parts.append(NAME_IN_WORDS)
     if "x-allowed" in spec:  # a pattern's meaning in words, from the spec itself
         parts.append(spec["x-allowed"])
+    lengths = {"minLength": "at least", "maxLength": "at most"}
+    parts += [
+        f"{word} {spec[key]} character{'s' if spec[key] != 1 else ''}"
+        for key, word in lengths.items()
+        if key in spec
+    ]
     parts += _bounds(spec)
     if isinstance(items, dict):
         parts += [f"items {b}" for b in _bounds(items)]
@@ -332,6 +349,8 @@ def check_values(
         message = err.message
         if err.validator == "pattern" and "x-allowed" in spec:  # words, not the regex
             message = f"{err.instance!r} is not {spec['x-allowed']}"
+        elif err.validator == "pattern" and spec.get("pattern") == NAME_PATTERN:
+            message = f"{err.instance!r} is not an allowed name"
         if isinstance(err.instance, str):  # the value as quoted() shows it, not repr()
             message = message.replace(repr(err.instance), quoted(err.instance))
         lines.append(f"{field}: {message}" + (f" (allowed: {allowed})" if allowed else ""))

@@ -503,14 +503,20 @@ def estimate_run_s(params: dict[str, Any], rounds: int | None = None) -> float:
 def check_work(params: dict[str, Any]) -> None:
     """Refuse a run whose ``min_rounds`` are estimated above ``max_estimated_hours``,
     naming the estimate and the Params that set it (more rounds only run while they fit)."""
-    hours = estimate_run_s(params) / 3600
-    if hours > params["max_estimated_hours"]:
+    seconds, limit_h = estimate_run_s(params), params["max_estimated_hours"]
+    if seconds / 3600 > limit_h:
+        # Both in the unit that shows them apart (0.0 h against 1e-07 h contradicted it).
+        estimate, limit = (
+            (f"{seconds / 3600:.3g} h", f"{limit_h:g} h")
+            if limit_h >= 1
+            else (f"{seconds:.3g} s", f"{limit_h * 3600:.3g} s = {limit_h:g} h")
+        )
         raise ValueError(
-            f"n_batches: {params['n_batches']:,} micro-batches of {params['n_tuples']:,} "
-            f"tuples x {len(params['strategies'])} strategies x {params['min_rounds']} rounds "
-            f"would take about {hours:.1f} h here; allowed: at most max_estimated_hours = "
-            f"{params['max_estimated_hours']:g} h. Lower n_batches, n_tuples, the strategies or "
-            "min_rounds, or raise max_estimated_hours (up to 168) for a long run on purpose"
+            f"max_estimated_hours: {params['n_batches']:,} micro-batches of "
+            f"{params['n_tuples']:,} tuples x {len(params['strategies'])} strategies x "
+            f"{params['min_rounds']} rounds would take about {estimate} here; allowed: at "
+            f"most max_estimated_hours = {limit}. Lower n_batches, n_tuples, the strategies "
+            "or min_rounds, or raise max_estimated_hours (up to 168) for a long run on purpose"
         )
 
 

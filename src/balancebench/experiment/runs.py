@@ -463,7 +463,8 @@ class _Application:
             for run in superseded:
                 reason = (
                     f"superseded: its application ran again at "
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} (Airflow ran the task again), "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} (Airflow ran "
+                    "the task again), "
                     f"and this run's round was measured anew; it was {run.info.status}"
                 )
                 client.set_tag(run.info.run_id, reaper.REASON_TAG, reason)

@@ -171,11 +171,11 @@ def _airflow(
 
 
 def _progress_message(line: str) -> str:
-    """A progress line as the CLI shows it: its time (HH:MM:SS) and message, without the
+    """A progress line as the CLI shows it: its time (HH:MM:SS UTC) and message, without the
     log level and logger name Airflow wraps a task's output in."""
     message = line.split(PROGRESS, 1)[1].split(" [airflow.", 1)[0].strip()
     stamp = re.match(r"\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d)", line)
-    return f"{stamp.group(1) + ' ' if stamp else ''}progress: {message}"
+    return f"{stamp.group(1) + ' UTC ' if stamp else ''}progress: {message}"
 
 
 def _stop_run(proc: subprocess.Popen, signum: int) -> None:
@@ -231,7 +231,8 @@ def _dags_test(dag_id: str, params: dict, spark_master: str | None) -> tuple[int
         )
         raise typer.Exit(1)
     invocation = uuid.uuid4().hex
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    # UTC, said in the name (Z), as the progress lines and Airflow's log stamp their times.
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log = local_dir() / "logs" / "runs" / f"{dag_id}-{stamp}-{invocation[:8]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
@@ -420,9 +421,17 @@ def figure(
 ) -> None:
     """Run one of paper 000's experiments (``nightly_sweep`` with the Param ``figure``)
     and print its summary, figure and report page."""
-    _run_sweep(
-        lambda: {**parse_json_object(conf, "CONF"), "figure": key}, spark_master, f"figure {key}"
-    )
+
+    def values() -> dict:
+        given = parse_json_object(conf, "CONF")
+        if "figure" in given and given["figure"] != key:
+            raise ValueError(
+                f"figure: given twice, as the argument {quoted(key)} and in CONF as "
+                f"{quoted(str(given['figure']))}; give it once (the argument)"
+            )
+        return {**given, "figure": key}
+
+    _run_sweep(values, spark_master, f"figure {key}")
 
 
 @_command()

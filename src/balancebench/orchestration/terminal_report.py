@@ -103,7 +103,10 @@ def run_report(experiment: str, parent: str | None) -> bool:
         print(f"results:      {out}/comparison.png (the verdicts), details.png, comparison.csv,")
         print("              verdicts.csv, rounds.csv")
     else:  # a run that failed before its comparison: no path to a file that is not there
-        print(f"results:      none written (the run ended {status} before its comparison)")
+        if status == "RUNNING":
+            print("results:      none written yet (the run is still RUNNING)")
+        else:
+            print(f"results:      none written (the run ended {status} before its comparison)")
     print(f"datasets:     {datasets_dir()}")
     print(f"validation:   {validation_dir() / (parent + '.json')}")
     print(f"MLflow store: {tracking.tracking_uri()}")

@@ -174,7 +174,7 @@ def close_orphaned_runs(mlflow: Any, why: str) -> list[str]:
             return None
         return (
             f"its owner process ({owner}) was gone when {why} opened the store "
-            f"at {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+            f"at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
         )
 
     return _close_running(mlflow, reason)
@@ -311,7 +311,7 @@ def watch(owner_pid: int, group_record: Path) -> None:
         owner_pid,
         f"its owner, balancebench command pid {owner_pid}, ended without closing it (killed "
         f"by SIGKILL or a crash); its watchdog stopped the run's processes and closed it at "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
         ended_since_ms=stopping_ms,  # runs the stopping tasks closed meanwhile, too
     )
 

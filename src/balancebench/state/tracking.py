@@ -437,7 +437,7 @@ def close_runs_of_dag_run(
             "status": status,
             "cause": cause,
             "extra_filter": extra_filter,
-            "at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         }
         folder = _pending_closes_dir()
         folder.mkdir(parents=True, exist_ok=True)
