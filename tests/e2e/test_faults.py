@@ -28,9 +28,11 @@ CLI = str(Path(sys.executable).parent / "balancebench")
 
 
 def _start_and_wait_for_progress(
-    experiment: str, until: str = "progress: ", **conf_values: object
+    experiment: str, until: str = "progress: application setup", **conf_values: object
 ) -> subprocess.Popen:
-    """``balancebench run`` started; returns once it printed a line holding ``until``."""
+    """``balancebench run`` started; returns once it printed a line holding ``until`` (by
+    default the Spark application's first line: the runs are open; the dataset's line,
+    said when a cached one is reused, comes before them)."""
     conf = json.dumps({**TINY, "experiment": experiment, "n_batches": 6, **conf_values})
     proc = subprocess.Popen(
         [CLI, "run", "--conf", conf],
@@ -81,14 +83,26 @@ def _gone(pgid: int) -> bool:
     return False
 
 
+def _temp_dir_of(pid: int, local: Path) -> Path:
+    """The command's temporary folder, where Spark keeps its own while the run lives."""
+    found = list((local / "tmp").glob(f"run-{pid}-*"))
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_sigterm_mid_run_stops_everything_and_marks_the_runs_killed(local_state):
     proc = _start_and_wait_for_progress("e2e-sigterm")
     pgid = _group_of(proc.pid, local_state)
+    temp = _temp_dir_of(proc.pid, local_state)
+    # Spark's temporary folders are the command's, not /tmp's (issue 62: SIGTERM left them)
+    spark_made = {p.name.split("-")[0] for p in temp.iterdir()}
+    assert {"blockmgr", "spark"} <= spark_made, sorted(spark_made)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert "KILLED" in out and "Traceback" not in out
     assert _gone(pgid)  # airflow, spark-submit and the Spark driver
+    assert not temp.exists()  # and every temporary folder of theirs
     runs = _runs("e2e-sigterm")
     assert "RUNNING" not in set(runs["status"])
     killed = runs[runs["status"] == "KILLED"]
@@ -104,6 +118,7 @@ def test_after_a_sigkill_the_watchdog_stops_everything_at_once(local_state):
     driver and closes the runs KILLED within seconds, with no other command run."""
     proc = _start_and_wait_for_progress("e2e-watchdog")
     pgid = _group_of(proc.pid, local_state)
+    temp = _temp_dir_of(proc.pid, local_state)
     proc.kill()
     proc.wait(timeout=30)
     deadline = time.monotonic() + 60
@@ -118,6 +133,7 @@ def test_after_a_sigkill_the_watchdog_stops_everything_at_once(local_state):
     assert len(killed) >= 2  # the parent and the running child
     assert killed[f"tags.{REASON_TAG}"].str.contains("watchdog").all()
     assert not list((local_state / "logs").glob(f"group-{proc.pid}-*.json"))
+    assert not temp.exists()
 
 
 def test_after_a_sigkill_the_next_command_cleans_up(local_state):

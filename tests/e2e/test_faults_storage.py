@@ -168,7 +168,7 @@ def test_a_store_deleted_mid_run_is_named_as_such(tmp_path):
     proc = _run({"experiment": "e2e-deleted", "strategies": ["hash"], "n_batches": 6}, local)
     assert proc.stdout is not None
     for line in proc.stdout:
-        if "progress: " in line:  # the CLI's progress line
+        if "progress: application setup" in line:  # the Spark application's first line
             (local / "mlflow" / "mlflow.db").unlink()
             break
     out = proc.communicate(timeout=900)[0]

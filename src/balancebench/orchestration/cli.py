@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +123,31 @@ def _airflow(
     env["BALANCEBENCH_OWNER_PID"] = str(os.getpid())
     if invocation:
         env[reaper.INVOCATION_ENV] = invocation
+    # The run's temporary files (Spark's and Python's) in a folder this command removes
+    # however the run ends: SIGTERM left Spark's in /tmp (issue 62).
+    temp_dir = reaper.make_temp_dir(local_dir() / "tmp")
+    env.update(_temp_env(temp_dir, env.get("SPARK_SUBMIT_OPTS", "")))
+    try:
+        return _airflow_logged(cmd, env, log, temp_dir)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _temp_env(temp_dir: Path, submit_opts: str) -> dict[str, str]:
+    """Where a run's processes write temporary files: Python's (``TMPDIR``), Spark's local
+    dirs (``SPARK_LOCAL_DIRS``: ``blockmgr-*``, ``spark-*``) and the driver JVM's
+    (``java.io.tmpdir``: ``artifacts-*``, native libraries such as ``liblz4``)."""
+    quoted_dir = f'"{temp_dir}"' if " " in str(temp_dir) else str(temp_dir)
+    return {
+        "TMPDIR": str(temp_dir),
+        "SPARK_LOCAL_DIRS": str(temp_dir),
+        "SPARK_SUBMIT_OPTS": f"{submit_opts} -Djava.io.tmpdir={quoted_dir}".strip(),
+    }
+
+
+def _airflow_logged(cmd: list[str], env: dict[str, str], log: Path, temp_dir: Path) -> int:
+    """``cmd`` in its own process group, its output to ``log``, progress and errors to the
+    console; a signal to this command stops the group (:func:`_stop_run`)."""
     with log.open("w") as sink:
         # Its own process group: a signal to this command stops Airflow, its tasks and
         # their spark-submit processes together.
@@ -133,7 +159,7 @@ def _airflow(
             text=True,
             start_new_session=True,
         )
-        group_file = reaper.record_group(local_dir() / "logs", proc.pid)
+        group_file = reaper.record_group(local_dir() / "logs", proc.pid, temp_dir)
         # If this command is SIGKILLed, its watchdog (own session) stops the group and
         # closes the runs at once; it ends with this command otherwise.
         watchdog = subprocess.Popen(

@@ -22,6 +22,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -214,14 +215,45 @@ def remove_orphaned_folders(root: Path) -> list[Path]:
     return removed
 
 
-def record_group(folder: Path, pgid: int) -> Path:
+def record_group(folder: Path, pgid: int, temp_dir: Path | None = None) -> Path:
     """Note that this process owns process group ``pgid`` (an Airflow run and its
-    spark-submit processes): if this process dies, the next command stops the group."""
+    spark-submit processes) and the group's temporary folder ``temp_dir``: if this
+    process dies, its watchdog or the next command stops the group and removes it."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"group-{os.getpid()}-{pgid}.json"
     owner = {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_ticks(os.getpid())}
-    path.write_text(json.dumps({"owner": owner, "pgid": pgid, "start": _start_ticks(pgid)}))
+    record = {"owner": owner, "pgid": pgid, "start": _start_ticks(pgid)}
+    if temp_dir is not None:
+        record["temp_dir"] = str(temp_dir)
+    path.write_text(json.dumps(record))
     return path
+
+
+#: A command's temporary folder (:func:`make_temp_dir`): ``run-<owner pid>-<8 hex>``.
+TEMP_RUN_DIR = re.compile(r"^run-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
+
+
+def make_temp_dir(root: Path) -> Path:
+    """A new temporary folder under ``root`` for one command's Airflow run: Spark's
+    (``blockmgr-*``, ``spark-*``, ``artifacts-*``, native libraries) and Python's
+    temporary files go there instead of ``/tmp``, so the command removes them whatever
+    ends the run (Spark's shutdown hooks do not run when its JVM is stopped hard). Temp
+    folders of commands that are gone are removed first."""
+    remove_orphaned_temp_dirs(root)
+    path = root / f"run-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    return path
+
+
+def remove_orphaned_temp_dirs(root: Path) -> list[Path]:
+    """Temporary folders (:func:`make_temp_dir`) whose command is gone."""
+    removed = []
+    for folder in root.glob("run-*") if root.exists() else []:
+        found = TEMP_RUN_DIR.match(folder.name)
+        if found and folder.is_dir() and _start_ticks(int(found.group("pid"))) is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def _group_alive(pgid: int) -> bool:
@@ -249,6 +281,8 @@ def _stop_recorded_group(path: Path) -> int | None:
     if _start_ticks(pgid) == info.get("start"):  # the same group leader, not a reuse
         stop_group(pgid)
         stopped = pgid
+    if info.get("temp_dir"):
+        shutil.rmtree(info["temp_dir"], ignore_errors=True)
     path.unlink(missing_ok=True)
     return stopped
 
