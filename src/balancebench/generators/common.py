@@ -264,6 +264,12 @@ def _terminate_removes_what_it_wrote(what: str) -> Iterator[None]:
         print(f"{what}: stopped by SIGTERM; nothing of it was kept", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
+    # pyarrow imports pandas on its first array from numpy (its pandas shim), inside Cython
+    # code: a SIGTERM raised there was lost and left pandas half imported, so the write
+    # went on and failed with "module 'pandas' has no attribute '__version__'" (exit 1,
+    # a traceback; seen under load in `make test`). The writers import it anyway: do it
+    # before the handler is in place.
+    pa.array(np.zeros(1))
     signal.signal(signal.SIGTERM, stop)
     try:
         yield
