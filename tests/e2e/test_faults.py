@@ -199,6 +199,7 @@ def test_a_store_that_turns_read_only_mid_run_is_left_intact_and_true(local_stat
         timeout=300,
     )
     assert "Traceback" not in nxt.stdout + nxt.stderr
+    assert "refused" not in nxt.stdout, nxt.stdout  # the store it is to repair is readable
     runs = _runs("e2e-readonly")
     assert "RUNNING" not in set(runs["status"])
     assert set(written["run_id"]) <= set(runs["run_id"])  # nothing written was lost

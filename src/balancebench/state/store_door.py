@@ -47,6 +47,14 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """The store's database, never created here. Read and write where the file allows it
+    (SQLite falls back to reading alone): a read-only connection cannot roll back the hot
+    journal a write cut short left behind, and then refuses to read at all (seen: the
+    report after a store turned read-only mid-run refused the store it was to repair)."""
+    return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=10)
+
+
 def check_store(uri: str, experiment: str | None = None, writes: bool = True) -> None:
     """``StoreFault`` unless the store at ``uri`` can be read (and, ``writes``, written,
     with :data:`MIN_FREE_BYTES` free on its file system), and ``experiment`` (when given)
@@ -68,7 +76,7 @@ def check_store(uri: str, experiment: str | None = None, writes: bool = True) ->
     if not path.exists():
         return  # a new store: MLflow makes it
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        con = _connect(path)
     except sqlite3.Error as exc:
         raise StoreFault(f"{where} cannot be opened ({exc}); check the file") from None
     try:
@@ -101,7 +109,7 @@ def run_facts(uri: str, run_id: str) -> tuple[str, str | None] | None:
     check_store(uri, writes=False)
     if not path.exists():
         return None
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    con = _connect(path)
     try:
         found = con.execute(
             "SELECT status FROM runs WHERE run_uuid = ? AND lifecycle_stage = 'active'",
