@@ -28,6 +28,7 @@ from balancebench.orchestration.local_env import airflow_env
 from balancebench.orchestration.terminal_report import console
 from balancebench.state import reaper, tracking
 from balancebench.state.paths import exclusive_lock, full_file_systems, local_dir
+from balancebench.state.store_door import sqlite_path
 
 
 def run_airflow(
@@ -150,11 +151,11 @@ def _stop_run(proc: subprocess.Popen, signum: int) -> None:
 def _store_identity() -> tuple[int, int] | None:
     """(device, inode) of the SQLite MLflow store file, None for a server or no file yet:
     a store deleted or replaced mid-run is named as such, not as "no parent run"."""
-    uri = tracking.tracking_uri()
-    if not uri.startswith("sqlite:///"):
+    path = sqlite_path(tracking.tracking_uri())
+    if path is None:
         return None
     try:
-        found = Path(uri.removeprefix("sqlite:///")).stat()
+        found = path.stat()
     except OSError:
         return None
     return (found.st_dev, found.st_ino)

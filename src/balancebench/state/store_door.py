@@ -55,6 +55,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=10)
 
 
+def _not_a_database(store: str, why: str) -> str:
+    """What a store that SQLite cannot read as a database is told, at the door or past it."""
+    return (
+        f"{store} is not a readable SQLite database ({why}); move it aside (a new, empty "
+        "store is made in its place) or restore it from a backup"
+    )
+
+
 def check_store(uri: str, experiment: str | None = None, writes: bool = True) -> None:
     """``StoreFault`` unless the store at ``uri`` can be read (and, ``writes``, written,
     with :data:`MIN_FREE_BYTES` free on its file system), and ``experiment`` (when given)
@@ -89,10 +97,7 @@ def check_store(uri: str, experiment: str | None = None, writes: bool = True) ->
             return  # an empty database: MLflow makes its tables
         raise StoreFault(f"{where} cannot be read ({exc}); check the file") from None
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
-        raise StoreFault(
-            f"{where} is not a readable SQLite database ({exc}); move it aside (a new, empty "
-            "store is made in its place) or restore it from a backup"
-        ) from None
+        raise StoreFault(_not_a_database(where, str(exc))) from None
     finally:
         con.close()
     if experiment is not None and found is not None and found[1] == "deleted":
@@ -101,12 +106,11 @@ def check_store(uri: str, experiment: str | None = None, writes: bool = True) ->
 
 def run_facts(uri: str, run_id: str) -> tuple[str, str | None] | None:
     """``(status, role tag)`` of run ``run_id`` in the embedded SQLite store, read without
-    MLflow; None when there is no such run. ``StoreFault`` for a store that is not one;
-    for another kind of store, ``("", None)``: MLflow's client is asked later."""
+    MLflow, after :func:`check_store` passed; None when there is no such run. For another
+    kind of store, ``("", None)``: MLflow's client is asked later."""
     path = sqlite_path(uri)
     if path is None:
         return ("", None)
-    check_store(uri, writes=False)
     if not path.exists():
         return None
     con = _connect(path)
@@ -139,8 +143,5 @@ def store_fault_line(exc: BaseException, uri: str) -> str | None:
         where = mount_point(path.parent) if path else "its file system"
         return f"{store} cannot be written: {text} (on {where}); free space and re-run"
     if "not a database" in text or "malformed" in text:
-        return (
-            f"{store} is not a readable SQLite database ({text}); move it aside (a new, "
-            "empty store is made in its place) or restore it from a backup"
-        )
+        return _not_a_database(store, text)
     return f"{store} failed: {text}; check it and re-run"
