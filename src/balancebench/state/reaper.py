@@ -202,17 +202,21 @@ def close_runs_of_owner(
     return _close_running(mlflow, reason, status, ended_since_ms)
 
 
-def remove_orphaned_folders(root: Path) -> list[Path]:
-    """Temporary dataset folders (``.<name>.tmp-<pid>-<id>``) whose writer is gone."""
+def _remove_folders_of_dead_writers(root: Path, glob: str, name: re.Pattern[str]) -> list[Path]:
+    """The folders under ``root`` matching ``glob`` whose ``name`` holds the pid of a
+    writer that is gone, removed."""
     removed = []
-    if not root.exists():
-        return removed
-    for folder in root.glob("*/.*"):
-        found = TMP_DIR.match(folder.name)
+    for folder in root.glob(glob) if root.exists() else []:
+        found = name.match(folder.name)
         if found and folder.is_dir() and _start_ticks(int(found.group("pid"))) is None:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
+
+
+def remove_orphaned_folders(root: Path) -> list[Path]:
+    """Temporary dataset folders (``.<name>.tmp-<pid>-<id>``) whose writer is gone."""
+    return _remove_folders_of_dead_writers(root, "*/.*", TMP_DIR)
 
 
 def record_group(folder: Path, pgid: int, temp_dir: Path | None = None) -> Path:
@@ -247,13 +251,7 @@ def make_temp_dir(root: Path) -> Path:
 
 def remove_orphaned_temp_dirs(root: Path) -> list[Path]:
     """Temporary folders (:func:`make_temp_dir`) whose command is gone."""
-    removed = []
-    for folder in root.glob("run-*") if root.exists() else []:
-        found = TEMP_RUN_DIR.match(folder.name)
-        if found and folder.is_dir() and _start_ticks(int(found.group("pid"))) is None:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
+    return _remove_folders_of_dead_writers(root, "run-*", TEMP_RUN_DIR)
 
 
 def _group_alive(pgid: int) -> bool:
